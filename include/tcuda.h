@@ -1,0 +1,273 @@
+/*
+ * tcuda.h - torch.cuda's runtime layer for C.
+ *
+ * One header for everything: devices and lazy init, streams and events, the
+ * caching allocator and its statistics, RNG, graphs, collectives, NVTX,
+ * cuBLAS handles and IPC.
+ *
+ * Conventions (see README.md for the torch.cuda -> tcuda table):
+ *  - Functions that can fail return tcuda_status; 0 (TCUDA_SUCCESS) is success.
+ *    On failure, tcuda_last_error() holds a thread-local message naming the
+ *    function, the argument and the value.
+ *  - Queries that cannot fail return their value directly.
+ *  - A `device` argument of -1 means "the current device" (torch's None).
+ *  - Every function is thread-safe unless its comment says otherwise.
+ *  - The library never prints, aborts or exits.
+ *
+ * CUDA handle types are declared through their opaque struct tags, so this
+ * header needs no CUDA header: `struct CUstream_st *` *is* cudaStream_t.
+ */
+#ifndef TCUDA_H
+#define TCUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "tcuda_version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define TCUDA_API __declspec(dllexport)
+#else
+#define TCUDA_API __attribute__((visibility("default")))
+#endif
+
+struct CUstream_st;   /* cudaStream_t  */
+struct CUevent_st;    /* cudaEvent_t   */
+
+/* ======================================================================
+ * Status codes and errors
+ * ====================================================================== */
+
+/* X(name, value, description). One list generates the enum and the names. */
+#define TCUDA_STATUS_LIST(X)                                                    \
+  X(TCUDA_SUCCESS, 0, "success")                                                \
+  X(TCUDA_ERROR_INVALID_ARGUMENT, 1, "invalid argument")                        \
+  X(TCUDA_ERROR_INVALID_DEVICE, 2, "invalid device")                            \
+  X(TCUDA_ERROR_NOT_AVAILABLE, 3, "CUDA not available")                         \
+  X(TCUDA_ERROR_FORKED, 4, "CUDA used in a forked child")                       \
+  X(TCUDA_ERROR_CUDA, 5, "CUDA runtime or driver error")                        \
+  X(TCUDA_ERROR_OUT_OF_MEMORY, 6, "device out of memory")                       \
+  X(TCUDA_ERROR_HOST_OUT_OF_MEMORY, 7, "host out of memory")                    \
+  X(TCUDA_ERROR_INVALID_POINTER, 8, "unknown or already freed pointer")         \
+  X(TCUDA_ERROR_CONFIG, 9, "bad configuration")                                 \
+  X(TCUDA_ERROR_INVALID_STATE, 10, "operation not valid in the current state")  \
+  X(TCUDA_ERROR_NOT_SUPPORTED, 11, "not supported")                             \
+  X(TCUDA_ERROR_PARSE, 12, "malformed input")                                   \
+  X(TCUDA_ERROR_IO, 13, "file or I/O error")                                    \
+  X(TCUDA_ERROR_OVERFLOW, 14, "size overflow")                                  \
+  X(TCUDA_ERROR_NCCL, 15, "NCCL error")                                         \
+  X(TCUDA_ERROR_CUBLAS, 16, "cuBLAS error")                                     \
+  X(TCUDA_ERROR_NOT_READY, 17, "work not complete")                             \
+  X(TCUDA_ERROR_INTERNAL, 18, "internal error")
+
+typedef enum tcuda_status {
+#define TCUDA_X_ENUM(name, value, desc) name = value,
+  TCUDA_STATUS_LIST(TCUDA_X_ENUM)
+#undef TCUDA_X_ENUM
+} tcuda_status;
+
+/* "TCUDA_ERROR_INVALID_DEVICE", or "TCUDA_STATUS_UNKNOWN" for other values. */
+TCUDA_API const char *tcuda_status_name(tcuda_status s);
+/* One-line description of a status value. */
+TCUDA_API const char *tcuda_status_string(tcuda_status s);
+/* This thread's message for its last failed call ("" if none). Valid until
+ * the thread's next failing tcuda call. */
+TCUDA_API const char *tcuda_last_error(void);
+/* This thread's last failure status (TCUDA_SUCCESS if none). */
+TCUDA_API tcuda_status tcuda_last_status(void);
+/* Forget this thread's last error. */
+TCUDA_API void tcuda_clear_error(void);
+
+/* Strings the library allocates for the caller (JSON, summaries) are freed
+ * with this. NULL is fine. */
+TCUDA_API void tcuda_string_free(char *s);
+
+/* ======================================================================
+ * Version and build information
+ * ====================================================================== */
+
+/* TCUDA_VERSION_MAJOR*10000 + MINOR*100 + PATCH of the library in use. */
+TCUDA_API int tcuda_version(void);
+TCUDA_API const char *tcuda_version_string(void);
+/* CUDA runtime version libtcuda was built with (e.g. 13000). */
+TCUDA_API int tcuda_runtime_version(void);
+/* Installed driver's CUDA version, or 0 when there is no driver. */
+TCUDA_API int tcuda_driver_version(void);
+/* NCCL version code (e.g. 22807), or 0 when libnccl cannot be loaded. */
+TCUDA_API int tcuda_nccl_version(void);
+/* torch.cuda.get_arch_list(): space-separated, e.g. "sm_80 sm_90 compute_90". */
+TCUDA_API const char *tcuda_get_arch_list(void);
+/* torch.cuda.get_gencode_flags(): nvcc -gencode flags of libtcuda's kernels. */
+TCUDA_API const char *tcuda_get_gencode_flags(void);
+
+/* ======================================================================
+ * Initialisation and devices            (torch.cuda: is_available, init, ...)
+ * ====================================================================== */
+
+/* 1 if a CUDA driver and at least one GPU are present. Never an error, and
+ * does not initialise tcuda. */
+TCUDA_API int tcuda_is_available(void);
+/* Why CUDA is not available ("" when it is): e.g. "no CUDA driver
+ * (cudaErrorInsufficientDriver)". */
+TCUDA_API const char *tcuda_unavailable_reason(void);
+/* Initialise tcuda's CUDA state. Idempotent; every call that needs CUDA
+ * initialises on demand, so calling this is optional. Fails with
+ * TCUDA_ERROR_NOT_AVAILABLE without a driver or GPU, and TCUDA_ERROR_FORKED
+ * in a child forked after initialisation. */
+TCUDA_API tcuda_status tcuda_init(void);
+TCUDA_API int tcuda_is_initialized(void);
+/* Number of visible GPUs (honours CUDA_VISIBLE_DEVICES); 0 without CUDA.
+ * Cached once initialised. */
+TCUDA_API int tcuda_device_count(void);
+
+/* The calling thread's current device. */
+TCUDA_API tcuda_status tcuda_current_device(int *device);
+/* Set the calling thread's current device. Negative is a no-op. */
+TCUDA_API tcuda_status tcuda_set_device(int device);
+
+/* Device guard: torch.cuda.device(d) in C.
+ *   tcuda_device_guard_t g;
+ *   tcuda_device_guard_begin(&g, 1);  ... work on device 1 ...
+ *   tcuda_device_guard_end(&g);        restores the previous device
+ * A negative device makes the guard a no-op. Restoring never creates a CUDA
+ * context on a device that had none (c10's MaybeExchangeDevice). */
+typedef struct tcuda_device_guard {
+  int prev_device; /* -1 when the guard did nothing */
+  int device;
+} tcuda_device_guard_t;
+TCUDA_API tcuda_status tcuda_device_guard_begin(tcuda_device_guard_t *guard, int device);
+TCUDA_API tcuda_status tcuda_device_guard_end(tcuda_device_guard_t *guard);
+/* Make `device` current and return the previous one (c10 ExchangeDevice). */
+TCUDA_API tcuda_status tcuda_device_exchange(int device, int *prev_device);
+/* Like exchange, but if `device` has no active primary context, only record
+ * it as the thread's target; the context is created by the next call that
+ * needs it (c10 MaybeExchangeDevice). */
+TCUDA_API tcuda_status tcuda_device_maybe_exchange(int device, int *prev_device);
+
+/* Device owning a pointer. TCUDA_ERROR_INVALID_POINTER with "not a device
+ * pointer" for host or unknown memory. */
+TCUDA_API tcuda_status tcuda_device_of(const void *ptr, int *device);
+
+typedef struct tcuda_device_properties {
+  size_t struct_size;            /* set by caller: sizeof(tcuda_device_properties_t) */
+  char name[256];
+  int major, minor;              /* compute capability */
+  size_t total_memory;           /* bytes */
+  int multi_processor_count;
+  int max_threads_per_multi_processor;
+  int l2_cache_size;             /* bytes */
+  int warp_size;
+  int is_integrated;
+  int is_multi_gpu_board;
+  unsigned char uuid[16];
+  char uuid_string[41];          /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+  int pci_domain_id, pci_bus_id, pci_device_id;
+  char pci_bus_string[16];       /* "0000:1b:00.0" */
+} tcuda_device_properties_t;
+#define TCUDA_DEVICE_PROPERTIES_INIT {.struct_size = sizeof(tcuda_device_properties_t)}
+
+TCUDA_API tcuda_status tcuda_get_device_properties(int device, tcuda_device_properties_t *props);
+/* Writes the name, truncated to fit, always NUL-terminated. */
+TCUDA_API tcuda_status tcuda_get_device_name(int device, char *buf, size_t buf_size);
+TCUDA_API tcuda_status tcuda_get_device_capability(int device, int *major, int *minor);
+
+/* Wait for all work on all streams of a device. */
+TCUDA_API tcuda_status tcuda_synchronize(int device);
+/* cudaMemGetInfo on a device: free and total bytes. */
+TCUDA_API tcuda_status tcuda_mem_get_info(int device, size_t *free_bytes, size_t *total_bytes);
+TCUDA_API tcuda_status tcuda_can_device_access_peer(int device, int peer_device, int *can_access);
+
+/* Launch libtcuda's own test kernel on a device and check its output:
+ * proves the build's arch list runs on that GPU. */
+TCUDA_API tcuda_status tcuda_device_selftest(int device);
+
+/* ======================================================================
+ * Streams                 (torch.cuda.Stream, current_stream, stream(...))
+ * ====================================================================== */
+
+/* A stream is a small value, as in c10: copy it freely. The pool streams
+ * and the default stream are never destroyed. */
+typedef struct tcuda_stream {
+  struct CUstream_st *handle; /* the cudaStream_t; NULL is the legacy default stream */
+  int64_t id;                 /* stable for the life of the process; 0 = default stream */
+  int device;
+  int priority;
+} tcuda_stream_t;
+
+/* @@STREAMS@@ */
+
+/* ======================================================================
+ * Caching allocator        (torch.cuda memory management functions)
+ * ====================================================================== */
+
+/* One statistic, as in PyTorch's DeviceStats. */
+typedef struct tcuda_stat {
+  int64_t current, peak, allocated, freed;
+} tcuda_stat_t;
+
+/* Index into a stat array, as PyTorch's StatType. */
+enum { TCUDA_STAT_ALL = 0, TCUDA_STAT_SMALL_POOL = 1, TCUDA_STAT_LARGE_POOL = 2, TCUDA_STAT_TYPES = 3 };
+
+/* torch.cuda.memory_stats(): every key of PyTorch 2.11, same meaning.
+ * tcuda_memory_stats_json() gives the dotted-key form ("allocation.all.current"). */
+typedef struct tcuda_memory_stats {
+  tcuda_stat_t allocation[TCUDA_STAT_TYPES];
+  tcuda_stat_t segment[TCUDA_STAT_TYPES];
+  tcuda_stat_t active[TCUDA_STAT_TYPES];
+  tcuda_stat_t inactive_split[TCUDA_STAT_TYPES];
+  tcuda_stat_t allocated_bytes[TCUDA_STAT_TYPES];
+  tcuda_stat_t reserved_bytes[TCUDA_STAT_TYPES];
+  tcuda_stat_t active_bytes[TCUDA_STAT_TYPES];
+  tcuda_stat_t inactive_split_bytes[TCUDA_STAT_TYPES];
+  tcuda_stat_t requested_bytes[TCUDA_STAT_TYPES];
+  tcuda_stat_t oversize_allocations;
+  tcuda_stat_t oversize_segments;
+  int64_t num_alloc_retries;
+  int64_t num_ooms;
+  int64_t num_sync_all_streams;
+  int64_t num_device_alloc;
+  int64_t num_device_free;
+  int64_t max_split_size; /* -1 when unset, as PyTorch reports */
+} tcuda_memory_stats_t;
+
+/* Block states in a snapshot (PyTorch's strings in the JSON form). */
+typedef enum tcuda_block_state {
+  TCUDA_BLOCK_INACTIVE = 0,            /* "inactive" */
+  TCUDA_BLOCK_ACTIVE_ALLOCATED = 1,    /* "active_allocated" */
+  TCUDA_BLOCK_ACTIVE_PENDING_FREE = 2  /* "active_pending_free" */
+} tcuda_block_state;
+
+typedef struct tcuda_block_info {
+  uint64_t address;
+  uint64_t size;
+  uint64_t requested_size;
+  tcuda_block_state state;
+} tcuda_block_info_t;
+
+typedef struct tcuda_segment_info {
+  int device;
+  uint64_t address;
+  uint64_t total_size, allocated_size, active_size, requested_size;
+  int64_t stream;          /* stream id (tcuda_stream_t.id); replay uses the trace's number */
+  int is_large;            /* segment_type "large" (1) or "small" (0) */
+  uint64_t pool_id[2];     /* segment_pool_id; (0,0) is the default pool */
+  int is_expandable;
+  size_t num_blocks;
+  tcuda_block_info_t *blocks;
+} tcuda_segment_info_t;
+
+/* torch.cuda.memory_snapshot(): segments sorted by address. */
+typedef struct tcuda_snapshot {
+  size_t num_segments;
+  tcuda_segment_info_t *segments;
+} tcuda_snapshot_t;
+
+/* @@ALLOCATOR@@ */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TCUDA_H */
