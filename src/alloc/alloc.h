@@ -1,0 +1,128 @@
+/* The caching allocator's internal contract.
+ *
+ * The policy (policy.c) is pure C: it includes no CUDA header and touches
+ * device memory only through a tc_backend. Two backends implement it:
+ * backend_cuda.c (cudaMalloc, cuMem* for expandable segments, events) and
+ * backend_sim.c (a simulated address space with a capacity).
+ *
+ * Addresses and stream keys are uint64_t so that the simulated backend and
+ * the CUDA backend share one code path. A stream key is the raw cudaStream_t
+ * value (0 = legacy default stream); PyTorch orders free blocks by it.
+ */
+#ifndef TC_ALLOC_H
+#define TC_ALLOC_H
+#include "tcuda.h"
+#include "core/error.h"
+#include <stdint.h>
+
+/* ---- PyTorch's constants (allocator-and-rng.md section 1) ---- */
+#define TC_MIN_BLOCK_SIZE ((uint64_t)512)
+#define TC_SMALL_SIZE ((uint64_t)1 << 20)
+#define TC_SMALL_BUFFER ((uint64_t)2 << 20)
+#define TC_LARGE_BUFFER ((uint64_t)20 << 20)
+#define TC_MIN_LARGE_ALLOC ((uint64_t)10 << 20)
+#define TC_ROUND_LARGE ((uint64_t)2 << 20)
+#define TC_ROUNDUP_SLOTS 16
+
+/* ---- configuration (TCUDA_ALLOC_CONF, PyTorch's key:value,key:value) ---- */
+typedef struct tc_alloc_config {
+  uint64_t max_split_size;               /* UINT64_MAX when unset */
+  uint64_t max_non_split_rounding_size;  /* default TC_LARGE_BUFFER */
+  unsigned roundup_power2_divisions[TC_ROUNDUP_SLOTS]; /* 0 = plain 512 rounding */
+  double garbage_collection_threshold;   /* 0 = off */
+  int expandable_segments;
+  int release_lock_on_cudamalloc;
+  char text[512];                        /* the string it was parsed from */
+} tc_alloc_config;
+
+void tc_alloc_config_default(tc_alloc_config *cfg);
+/* Parse `conf` over the defaults. NULL or "" gives the defaults. A malformed
+ * value or unknown key fails with TCUDA_ERROR_CONFIG and a message naming
+ * the key; *cfg is then unchanged. */
+tcuda_status tc_alloc_config_parse(const char *conf, tc_alloc_config *cfg);
+/* The environment's config: TCUDA_ALLOC_CONF, else PYTORCH_CUDA_ALLOC_CONF. */
+tcuda_status tc_alloc_config_from_env(tc_alloc_config *cfg);
+
+/* ---- backend ---- */
+typedef struct tc_backend tc_backend;
+struct tc_backend {
+  const char *name; /* "cuda" or "sim" */
+  void *ctx;
+  /* Reserve a whole segment (cudaMalloc). Fails with TCUDA_ERROR_OUT_OF_MEMORY
+   * when the device is full; must not leave an error message in that case
+   * that the policy would expose (the policy writes the OOM message). */
+  tcuda_status (*segment_alloc)(void *ctx, int device, uint64_t size, uint64_t *addr);
+  tcuda_status (*segment_free)(void *ctx, int device, uint64_t addr, uint64_t size);
+  /* Expandable segments: reserve address space, then map/unmap pages in it. */
+  tcuda_status (*va_reserve)(void *ctx, int device, uint64_t size, uint64_t *addr);
+  tcuda_status (*va_release)(void *ctx, int device, uint64_t addr, uint64_t size);
+  tcuda_status (*map)(void *ctx, int device, uint64_t addr, uint64_t size);
+  tcuda_status (*unmap)(void *ctx, int device, uint64_t addr, uint64_t size);
+  /* Events for cross-stream frees (record_stream). */
+  tcuda_status (*event_record)(void *ctx, int device, uint64_t stream, void **event);
+  int (*event_query)(void *ctx, void *event); /* 1 complete, 0 pending, <0 error */
+  tcuda_status (*event_synchronize)(void *ctx, void *event);
+  void (*event_release)(void *ctx, void *event);
+  tcuda_status (*stream_synchronize)(void *ctx, int device, uint64_t stream);
+  /* Device free/total bytes, for the OOM message. */
+  tcuda_status (*mem_info)(void *ctx, int device, uint64_t *free_bytes, uint64_t *total_bytes);
+};
+
+/* The CUDA backend (one shared instance; device is passed per call). */
+const tc_backend *tc_backend_cuda(void);
+
+/* The simulated backend. */
+typedef enum tc_sim_va { TC_SIM_VA_DRIVER = 0, TC_SIM_VA_ASCENDING = 1 } tc_sim_va;
+typedef struct tc_sim_options {
+  uint64_t capacity;          /* bytes; 0 means the H200's 150109880320 */
+  tc_sim_va va;
+  const char *addresses_path; /* optional: recorded "ADDR SIZE" lines, replayed in order */
+  int streams_before_first_malloc; /* driver model: initial layout variant */
+} tc_sim_options;
+tcuda_status tc_backend_sim_create(const tc_sim_options *opt, tc_backend **out);
+void tc_backend_sim_destroy(tc_backend *be);
+/* Events recorded so far complete (the sim's "GPU" catches up). */
+void tc_backend_sim_complete_events(tc_backend *be);
+/* Bytes currently reserved on the simulated device. */
+uint64_t tc_backend_sim_used(const tc_backend *be);
+
+/* ---- the per-device caching allocator ---- */
+typedef struct tc_alloc tc_alloc;
+
+/* total_memory: the device's totalGlobalMem, for the memory fraction. */
+tcuda_status tc_alloc_create(int device, const tc_backend *be, const tc_alloc_config *cfg,
+                             uint64_t total_memory, tc_alloc **out);
+/* Releases every segment through the backend, live blocks included. */
+void tc_alloc_destroy(tc_alloc *a);
+
+/* size 0 gives *addr = 0 and success, touching nothing (PyTorch). */
+tcuda_status tc_alloc_malloc(tc_alloc *a, uint64_t size, uint64_t stream, uint64_t *addr);
+/* Unknown or already-freed address: TCUDA_ERROR_INVALID_POINTER, nothing changed. */
+tcuda_status tc_alloc_free(tc_alloc *a, uint64_t addr);
+tcuda_status tc_alloc_record_stream(tc_alloc *a, uint64_t addr, uint64_t stream);
+tcuda_status tc_alloc_empty_cache(tc_alloc *a);
+
+void tc_alloc_get_stats(tc_alloc *a, tcuda_memory_stats_t *out);
+void tc_alloc_reset_peak(tc_alloc *a);
+void tc_alloc_reset_accumulated(tc_alloc *a);
+tcuda_status tc_alloc_set_memory_fraction(tc_alloc *a, double fraction);
+double tc_alloc_get_memory_fraction(tc_alloc *a);
+
+/* Every segment and block, sorted by address; free with tc_snapshot_free. */
+tcuda_status tc_alloc_snapshot(tc_alloc *a, tcuda_snapshot_t **out);
+void tc_snapshot_free(tcuda_snapshot_t *s);
+
+/* Block lookup for the public API and IPC: the block holding addr. */
+tcuda_status tc_alloc_block_info(tc_alloc *a, uint64_t addr, uint64_t *block_addr, uint64_t *block_size,
+                                 uint64_t *segment_addr, uint64_t *segment_size);
+
+/* ---- reports (report.c): pure functions of stats and snapshots ---- */
+/* PyTorch's memory_summary() text with the tcuda title. Caller frees. */
+char *tc_report_summary(const tcuda_memory_stats_t *st, int device, int abbreviated);
+/* memory_stats() as JSON with PyTorch's dotted keys, sorted as torch's dict. */
+char *tc_report_stats_json(const tcuda_memory_stats_t *st);
+/* The snapshot's segments as a JSON array; stream ids mapped through
+ * stream_map(ctx, id) when given (replay prints trace stream numbers). */
+char *tc_report_snapshot_json(const tcuda_snapshot_t *s, int64_t (*stream_map)(void *, int64_t), void *ctx);
+
+#endif
