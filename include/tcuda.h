@@ -267,6 +267,8 @@ typedef struct tcuda_snapshot {
 
 /* @@ALLOCATOR@@ */
 
+/* @@REPLAY@@ */
+
 #ifdef __cplusplus
 }
 #endif
