@@ -107,8 +107,10 @@ TCUDA_API const char *tcuda_get_gencode_flags(void);
  * Initialisation and devices            (torch.cuda: is_available, init, ...)
  * ====================================================================== */
 
-/* 1 if a CUDA driver and at least one GPU are present. Never an error, and
- * does not initialise tcuda. */
+/* 1 if a CUDA driver and at least one GPU are present. Never an error. It
+ * does not initialise tcuda, but like torch.cuda.is_available() it asks the
+ * driver, after which a fork()ed child cannot use CUDA (it gets
+ * TCUDA_ERROR_FORKED); in such a child it returns 0. */
 TCUDA_API int tcuda_is_available(void);
 /* Why CUDA is not available ("" when it is): e.g. "no CUDA driver
  * (cudaErrorInsufficientDriver)". */
@@ -116,7 +118,7 @@ TCUDA_API const char *tcuda_unavailable_reason(void);
 /* Initialise tcuda's CUDA state. Idempotent; every call that needs CUDA
  * initialises on demand, so calling this is optional. Fails with
  * TCUDA_ERROR_NOT_AVAILABLE without a driver or GPU, and TCUDA_ERROR_FORKED
- * in a child forked after initialisation. */
+ * in a child forked after the parent's first successful CUDA call. */
 TCUDA_API tcuda_status tcuda_init(void);
 TCUDA_API int tcuda_is_initialized(void);
 /* Number of visible GPUs (honours CUDA_VISIBLE_DEVICES); 0 without CUDA.
@@ -196,6 +198,155 @@ typedef struct tcuda_stream {
   int device;
   int priority;
 } tcuda_stream_t;
+
+/* Stream ids (int64_t, unique in the process, never reused):
+ *   0                  the default stream (any device)
+ *   bit0 = 1           a stream tcuda made:
+ *     bits 1-4         type: level+1 (1..4) for a pool stream, 0xE for a
+ *                      dedicated stream (tcuda_stream_create)
+ *     bits 5-9         pool slot (0..31); 0 for dedicated streams
+ *     bits 10-19       device
+ *     bits 20-62       dedicated streams: a serial number
+ *   otherwise          an external stream: the raw cudaStream_t value
+ * On device 0 pool ids equal PyTorch's (slot<<5 | (level+1)<<1 | 1). */
+
+/* Flags for tcuda_stream_create (cudaStreamDefault / cudaStreamNonBlocking). */
+enum {
+  TCUDA_STREAM_DEFAULT = 0,      /* synchronises with the legacy default stream */
+  TCUDA_STREAM_NON_BLOCKING = 1  /* does not (pool streams are created this way) */
+};
+
+/* torch.cuda.Stream.priority_range() on the current device: least is 0 and
+ * greatest is max(-3, CUDA's greatest), the range PyTorch supports. Lower
+ * numbers are higher priorities. */
+TCUDA_API tcuda_status tcuda_stream_priority_range(int *least, int *greatest);
+
+/* torch.cuda.Stream(device, priority): a stream from the device's pool.
+ * Each device has 32 non-blocking streams per priority level, with
+ * levels = min(4, size of the device's CUDA priority range); all are created
+ * on the first request for that device and never destroyed. Requests get the
+ * next stream round-robin, so the 33rd request at a level returns the 1st
+ * stream again. level = clamp(-priority, 0, levels-1): positive priorities
+ * fall back to 0, very negative ones to the highest level. */
+TCUDA_API tcuda_status tcuda_stream_from_pool(int device, int priority, tcuda_stream_t *out);
+
+/* A stream of the caller's own (no pool sharing), with CUDA's priority
+ * clamped to the device's range and TCUDA_STREAM_* flags. Destroy it with
+ * tcuda_stream_destroy. */
+TCUDA_API tcuda_status tcuda_stream_create(int device, int priority, unsigned flags, tcuda_stream_t *out);
+/* Destroy a stream from tcuda_stream_create (pending work still completes).
+ * The default, pool and external streams cannot be destroyed; destroying a
+ * stream twice is an error. If it is the calling thread's current stream on
+ * its device, that becomes the default stream. */
+TCUDA_API tcuda_status tcuda_stream_destroy(tcuda_stream_t stream);
+
+/* torch.cuda.ExternalStream: wrap a cudaStream_t made elsewhere, on `device`.
+ * Not validated and not owned: the caller keeps it alive and destroys it.
+ * Its id is the pointer value; .priority is 0 (tcuda_stream_get_priority
+ * asks CUDA). A NULL raw stream gives the default stream. */
+TCUDA_API tcuda_status tcuda_stream_external(struct CUstream_st *raw, int device, tcuda_stream_t *out);
+
+/* torch.cuda.default_stream(device): the legacy NULL stream (id 0). */
+TCUDA_API tcuda_status tcuda_default_stream(int device, tcuda_stream_t *out);
+
+/* torch.cuda.current_stream(device): the calling thread's current stream on
+ * a device; the default stream until set. Fast (no lock, and no CUDA call
+ * when the device is given). */
+TCUDA_API tcuda_status tcuda_current_stream(int device, tcuda_stream_t *out);
+/* torch.cuda.set_stream(s): make s.device the current device and s its
+ * current stream, for the calling thread only. */
+TCUDA_API tcuda_status tcuda_set_stream(tcuda_stream_t stream);
+
+/* Stream guard: torch.cuda.stream(s) in C.
+ *   tcuda_stream_guard_t g;
+ *   tcuda_stream_guard_begin(&g, s);  ... work goes to s, on s.device ...
+ *   tcuda_stream_guard_end(&g);        restores device and streams
+ * Saves the current device and the current streams of that device and of
+ * s.device; end restores all three. Guards nest. end on a guard that is not
+ * active is a no-op. */
+typedef struct tcuda_stream_guard {
+  int active;
+  int prev_device;
+  tcuda_stream_t prev_stream;     /* current stream on prev_device */
+  tcuda_stream_t prev_dst_stream; /* current stream on stream.device */
+  tcuda_stream_t stream;
+} tcuda_stream_guard_t;
+TCUDA_API tcuda_status tcuda_stream_guard_begin(tcuda_stream_guard_t *guard, tcuda_stream_t stream);
+TCUDA_API tcuda_status tcuda_stream_guard_end(tcuda_stream_guard_t *guard);
+
+/* *done = 1 when all work submitted to the stream has finished, else 0. */
+TCUDA_API tcuda_status tcuda_stream_query(tcuda_stream_t stream, int *done);
+/* Block until all work submitted to the stream has finished. */
+TCUDA_API tcuda_status tcuda_stream_synchronize(tcuda_stream_t stream);
+/* CUDA's priority of the stream (cudaStreamGetPriority). */
+TCUDA_API tcuda_status tcuda_stream_get_priority(tcuda_stream_t stream, int *priority);
+
+typedef struct tcuda_event tcuda_event_t;
+
+/* Future work on `stream` waits for `event` (cudaStreamWaitEvent); returns
+ * at once. An event never recorded is a no-op. */
+TCUDA_API tcuda_status tcuda_stream_wait_event(tcuda_stream_t stream, tcuda_event_t *event);
+/* Future work on `stream` waits for the work submitted to `other` so far:
+ * records an internal event on `other` and waits on it. */
+TCUDA_API tcuda_status tcuda_stream_wait_stream(tcuda_stream_t stream, tcuda_stream_t other);
+/* Record `event` on the stream, or, when event is NULL, a new event with
+ * default flags that the caller destroys. *out (may be NULL when event is
+ * given) receives the recorded event. */
+TCUDA_API tcuda_status tcuda_stream_record_event(tcuda_stream_t stream, tcuda_event_t *event,
+                                                 tcuda_event_t **out);
+
+/* ======================================================================
+ * Events                                               (torch.cuda.Event)
+ * ====================================================================== */
+
+/* Event flags; combine with |. */
+enum {
+  TCUDA_EVENT_DEFAULT = 0,
+  TCUDA_EVENT_TIMING = 1,       /* enable_timing: needed by elapsed_time */
+  TCUDA_EVENT_BLOCKING = 2,     /* synchronize blocks the thread instead of spinning */
+  TCUDA_EVENT_INTERPROCESS = 4  /* shareable with ipc_handle; not with TIMING */
+};
+
+/* torch.cuda.Event(enable_timing, blocking, interprocess). Needs no GPU:
+ * the CUDA event is made on the first record, on the recording stream's
+ * device (or by tcuda_event_ipc_handle, on the current device). */
+TCUDA_API tcuda_status tcuda_event_create(unsigned flags, tcuda_event_t **out);
+/* Destroy the event on its own device. NULL is fine. */
+TCUDA_API void tcuda_event_destroy(tcuda_event_t *event);
+
+/* Record on `stream`, or on the current stream when stream is NULL. Once the
+ * CUDA event exists, only streams on its device may record it. */
+TCUDA_API tcuda_status tcuda_event_record(tcuda_event_t *event, const tcuda_stream_t *stream);
+/* Future work on `stream` (NULL: current stream) waits for the event; any
+ * device's stream may wait. No-op for an event never recorded. */
+TCUDA_API tcuda_status tcuda_event_wait(tcuda_event_t *event, const tcuda_stream_t *stream);
+/* *done = 1 when the recorded work has finished (also for an event never
+ * recorded), else 0. */
+TCUDA_API tcuda_status tcuda_event_query(tcuda_event_t *event, int *done);
+/* Block until the recorded work has finished. No-op if never recorded. */
+TCUDA_API tcuda_status tcuda_event_synchronize(tcuda_event_t *event);
+/* Milliseconds from `start`'s record to `end`'s. Checked in PyTorch's order:
+ * both have TCUDA_EVENT_TIMING (else INVALID_ARGUMENT), both were recorded
+ * (else INVALID_STATE), both have completed (else NOT_READY). */
+TCUDA_API tcuda_status tcuda_event_elapsed_time(tcuda_event_t *start, tcuda_event_t *end, float *ms);
+
+/* Size of a CUDA IPC event handle (sizeof(cudaIpcEventHandle_t)). */
+#define TCUDA_IPC_EVENT_HANDLE_SIZE 64
+/* The event's 64-byte IPC handle, for another process. The event must have
+ * TCUDA_EVENT_INTERPROCESS; it is created on the current device if needed. */
+TCUDA_API tcuda_status tcuda_event_ipc_handle(tcuda_event_t *event,
+                                              unsigned char handle[TCUDA_IPC_EVENT_HANDLE_SIZE]);
+/* torch.cuda.Event.from_ipc_handle: open another process's event on
+ * `device`. handle_size must be 64. The result can be waited on, queried and
+ * synchronized; destroy it with tcuda_event_destroy. */
+TCUDA_API tcuda_status tcuda_event_from_ipc_handle(int device, const void *handle, size_t handle_size,
+                                                   tcuda_event_t **out);
+/* The cudaEvent_t, or NULL while the event has not been created. */
+TCUDA_API struct CUevent_st *tcuda_event_handle(const tcuda_event_t *event);
+/* The device the event was created on, or -1 while not created. */
+TCUDA_API int tcuda_event_device(const tcuda_event_t *event);
+/* The TCUDA_EVENT_* flags it was created with. */
+TCUDA_API unsigned tcuda_event_flags(const tcuda_event_t *event);
 
 /* @@STREAMS@@ */
 

@@ -12,10 +12,24 @@ static atomic_int g_bad_fork;
 static int g_device_count;
 static char g_unavailable[256];
 
+static atomic_int g_driver_touched;
+
 static void on_fork_child(void) {
-  /* Only a fork after init is poisoned: the child has no usable context. */
-  if (atomic_load(&g_initialized)) atomic_store(&g_bad_fork, 1);
+  /* Once the parent has initialised the driver (any successful device
+   * query does), the child cannot use CUDA: give it a clear error rather
+   * than CUDA's obscure one. */
+  if (atomic_load(&g_driver_touched)) atomic_store(&g_bad_fork, 1);
 }
+
+/* Called after a CUDA call that initialised the driver. */
+static void note_driver_touched(void) {
+  if (atomic_exchange(&g_driver_touched, 1)) return;
+  pthread_atfork(NULL, NULL, on_fork_child);
+}
+
+static const char *fork_message =
+    "cannot re-initialise CUDA in a forked child; CUDA was initialised in the parent before fork(). "
+    "Fork before the first CUDA call, or start a new process (exec/spawn)";
 
 tcuda_status tc_cuda_error(cudaError_t err, const char *func, const char *call) {
   tcuda_status s = err == cudaErrorMemoryAllocation ? TCUDA_ERROR_OUT_OF_MEMORY
@@ -38,10 +52,7 @@ static const char *describe_unavailable(cudaError_t e) {
 
 tcuda_status tc_lazy_init(const char *func) {
   if (atomic_load_explicit(&g_bad_fork, memory_order_relaxed))
-    return tc_error(TCUDA_ERROR_FORKED,
-                    "%s: cannot re-initialise CUDA in a forked child; CUDA was initialised in the "
-                    "parent before fork(). Fork before initialising CUDA, or spawn a new process",
-                    func);
+    return tc_error(TCUDA_ERROR_FORKED, "%s: %s", func, fork_message);
   if (atomic_load_explicit(&g_initialized, memory_order_acquire)) return TCUDA_SUCCESS;
 
   pthread_mutex_lock(&g_init_mu);
@@ -58,11 +69,7 @@ tcuda_status tc_lazy_init(const char *func) {
                cudaGetErrorName(e));
       st = tc_error(TCUDA_ERROR_NOT_AVAILABLE, "%s: CUDA is not available: %s", func, g_unavailable);
     } else {
-      static int atfork_done;
-      if (!atfork_done) {
-        pthread_atfork(NULL, NULL, on_fork_child);
-        atfork_done = 1;
-      }
+      note_driver_touched();
       g_device_count = n;
       g_unavailable[0] = 0;
       atomic_store_explicit(&g_initialized, 1, memory_order_release);
@@ -77,22 +84,25 @@ int tcuda_is_initialized(void) { return atomic_load(&g_initialized) && !atomic_l
 int tc_device_count(void) { return atomic_load(&g_initialized) ? g_device_count : 0; }
 
 int tcuda_device_count(void) {
+  if (atomic_load(&g_bad_fork)) return 0;
   if (atomic_load(&g_initialized)) return g_device_count;
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }
+  if (n > 0) note_driver_touched();
   return n;
 }
 
 int tcuda_is_available(void) { return tcuda_device_count() > 0; }
 
 const char *tcuda_unavailable_reason(void) {
+  if (atomic_load(&g_bad_fork)) return fork_message;
   if (atomic_load(&g_initialized)) return "";
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
-  if (e == cudaSuccess && n > 0) return "";
+  if (e == cudaSuccess && n > 0) { note_driver_touched(); return ""; }
   if (e == cudaSuccess) e = cudaErrorNoDevice;
   (void)cudaGetLastError();
   pthread_mutex_lock(&g_init_mu);

@@ -157,6 +157,7 @@ static int in_child(int (*fn)(void)) {
 }
 
 static int child_uses_cuda(void) {
+  if (!tcuda_is_available()) return TC_SKIP_CODE;
   int d;
   if (tcuda_current_device(&d) != TCUDA_SUCCESS) return 1;
   return tcuda_device_selftest(0) == TCUDA_SUCCESS ? 0 : 2;
@@ -175,6 +176,7 @@ static int child_after_init(void) {
 /* A fresh process that has not initialised: context creation is lazy and
  * restoring a device never creates one. */
 static int child_lazy_context(void) {
+  if (!tcuda_is_available()) return TC_SKIP_CODE;
   if (tcuda_init() != TCUDA_SUCCESS) return 1;
   if (primary_ctx_active(0) != 0) return 2; /* init alone made no context */
   int d = -1;
@@ -199,18 +201,32 @@ static int child_lazy_context(void) {
   return 0;
 }
 
+static int child_after_query(void) {
+  /* the parent only asked is_available: the child must get the clear error */
+  int d;
+  if (tcuda_current_device(&d) != TCUDA_ERROR_FORKED) return 1;
+  if (tcuda_is_available()) return 2;
+  if (!strstr(tcuda_unavailable_reason(), "forked child")) return 3;
+  return 0;
+}
+
 static void fork_rules(void) {
-  /* main process has not touched CUDA through tcuda yet when this runs first */
+  /* runs first: the parent has made no CUDA call yet */
   CHECK_EQ_INT(in_child(child_lazy_context), 0);
-  CHECK_EQ_INT(in_child(child_uses_cuda), 0); /* fork before init works */
+  CHECK_EQ_INT(in_child(child_uses_cuda), 0); /* fork before any CUDA call works */
+  CHECK(tcuda_is_available());
+  CHECK_EQ_INT(in_child(child_after_query), 0);
   CHECK_OK(tcuda_init());
   CHECK_EQ_INT(in_child(child_after_init), 0);
 }
 
 int main(int argc, char **argv) {
-  tc_require_gpu();
-  /* fork_rules first: it needs a parent that has not initialised CUDA yet.
-   * tcuda_is_available() above only queried the device count. */
+  /* Decide SKIP in a child so that the parent makes no CUDA call before
+   * fork_rules, which needs a parent that has not touched the driver. */
+  if (in_child(child_uses_cuda) == TC_SKIP_CODE) {
+    printf("SKIPPED: no CUDA device\n");
+    return TC_SKIP_CODE;
+  }
   static const tc_test tests[] = {T(fork_rules), T(init_and_count), T(current_device_and_range),
                                   T(guard_restores_and_nests), T(properties_match_cuda), T(device_of_pointers),
                                   T(sync_and_peer)};
