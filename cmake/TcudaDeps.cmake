@@ -37,10 +37,20 @@ if(TCUDA_PYTHON3)
 endif()
 find_path(TCUDA_DLPACK_INCLUDE dlpack/dlpack.h HINTS ${_dlpack_hints})
 if(NOT TCUDA_DLPACK_INCLUDE)
-  find_path(TCUDA_DLPACK_DIR dlpack.h HINTS ${_dlpack_hints})
+  # Python packages ship a bare dlpack.h: give it the dlpack/ prefix through
+  # a forwarding header in the build tree.
+  find_path(TCUDA_DLPACK_BARE dlpack.h
+    HINTS ${_py_site}/cupy/_core/include/cupy/_dlpack ${_py_site}/torch/include/ATen
+          ${_py_site}/jaxlib/include/dlpack)
+  if(TCUDA_DLPACK_BARE)
+    file(WRITE ${PROJECT_BINARY_DIR}/dlpack-shim/dlpack/dlpack.h
+         "#include \"${TCUDA_DLPACK_BARE}/dlpack.h\"\n")
+    set(TCUDA_DLPACK_INCLUDE ${PROJECT_BINARY_DIR}/dlpack-shim CACHE PATH "" FORCE)
+  endif()
 endif()
 if(TCUDA_DLPACK_INCLUDE)
   message(STATUS "tcuda: dlpack ${TCUDA_DLPACK_INCLUDE}")
 else()
-  message(STATUS "tcuda: dlpack.h not found (apt-get install libdlpack-dev, or pip install torch/cupy); comm will be unavailable")
+  message(STATUS "tcuda: dlpack.h not found (apt-get install libdlpack-dev, or pip install torch or cupy); "
+                 "the comm layer (DLPack tensors) will be unavailable")
 endif()
