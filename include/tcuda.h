@@ -418,7 +418,74 @@ typedef struct tcuda_snapshot {
 
 /* @@ALLOCATOR@@ */
 
+/* ======================================================================
+ * Trace replay        (what-if runs of the caching allocator, tcuda replay)
+ * ====================================================================== */
+
+/* A trace is text, one operation per line; '#' starts a comment:
+ *   a ID SIZE [STREAM]   allocate SIZE bytes as handle ID on STREAM
+ *                        (0 = default stream, k > 0 = the k-th side stream,
+ *                        created on first use)
+ *   f ID                 free handle ID
+ *   c                    checkpoint
+ *   e                    empty_cache()
+ *   r                    reset_peak_memory_stats()
+ * IDs and sizes are decimal (or 0x hex). A request the allocator cannot
+ * satisfy counts as an OOM (num_ooms) and the replay goes on; freeing that
+ * handle later does nothing, like a Python script that caught the error. */
+typedef struct tcuda_replay_options {
+  size_t struct_size;         /* sizeof(tcuda_replay_options_t) */
+  int simulate;               /* 1: simulated device (no GPU needed); 0: the real GPU */
+  int va_mode;                /* simulate: 0 = model of the CUDA driver's placement, 1 = ascending */
+  const char *addresses_file; /* simulate: recorded "ADDR SIZE" cudaMalloc results, used in order */
+  uint64_t capacity;          /* simulate: device bytes; 0 = an H200's 150109880320 */
+  const char *config;         /* allocator config, PYTORCH_CUDA_ALLOC_CONF syntax; NULL or ""
+                                 = defaults (the environment is not read) */
+  int device;                 /* real GPU: device index, -1 = current */
+  double memory_fraction;     /* set_per_process_memory_fraction(); 0 = not set */
+  const char *record_addresses; /* real GPU: write each segment cudaMalloc returned, in order,
+                                   in the addresses_file format (for an exact --simulate rerun) */
+} tcuda_replay_options_t;
+#define TCUDA_REPLAY_OPTIONS_INIT {.struct_size = sizeof(tcuda_replay_options_t), .device = -1}
+
+/* Replay a trace on a fresh private allocator (stats start at zero; the
+ * process's own allocator is not touched) and return, in *json_out, a JSON
+ * array with one element per checkpoint:
+ *   {"stats": {memory_stats() keys, dotted, sorted},
+ *    "segments": [memory_snapshot() segments by address; "stream" is the
+ *                 trace's stream number]}
+ * Free *json_out with tcuda_string_free(). opt NULL means the defaults of
+ * TCUDA_REPLAY_OPTIONS_INIT (the real GPU). Errors: TCUDA_ERROR_PARSE
+ * "trace line N: ..." for a malformed line, a free of an unknown id or a
+ * duplicate live id (checked before anything runs); TCUDA_ERROR_CONFIG for a
+ * bad config; TCUDA_ERROR_IO for unreadable files; "replay diverged at
+ * segment N" when recorded addresses do not fit. Nothing leaks on error and
+ * *json_out is then NULL. */
+TCUDA_API tcuda_status tcuda_replay_file(const char *trace_path, const tcuda_replay_options_t *opt,
+                                         char **json_out);
+/* The same for a trace held in memory (NUL-terminated). */
+TCUDA_API tcuda_status tcuda_replay_string(const char *trace, const tcuda_replay_options_t *opt,
+                                           char **json_out);
+
 /* @@REPLAY@@ */
+
+/* ======================================================================
+ * NVTX ranges                                        (torch.cuda.nvtx)
+ * ====================================================================== */
+
+/* Push a range; returns its zero-based depth on this thread, or a negative
+ * value on error (msg NULL). Ranges show up in Nsight Systems. */
+TCUDA_API int tcuda_nvtx_range_push(const char *msg);
+/* Pop this thread's innermost range; returns the depth of the range ended,
+ * or a negative value when no range is open. */
+TCUDA_API int tcuda_nvtx_range_pop(void);
+TCUDA_API tcuda_status tcuda_nvtx_mark(const char *msg);
+/* Id ranges: may start and end on different threads. Ending an id that is
+ * not open is an error. */
+TCUDA_API tcuda_status tcuda_nvtx_range_start(const char *msg, uint64_t *id);
+TCUDA_API tcuda_status tcuda_nvtx_range_end(uint64_t id);
+/* Set TCUDA_NVTX=1 to have tcuda annotate its own long operations
+ * (empty_cache, collectives, graph capture, the OOM retry path). */
 
 #ifdef __cplusplus
 }
