@@ -199,7 +199,7 @@ tcuda_status tcuda_event_elapsed_time(tcuda_event_t *start, tcuda_event_t *end, 
   int a = !(start->flags & TCUDA_EVENT_TIMING), b = !(end->flags & TCUDA_EVENT_TIMING);
   if (a || b)
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
-                    "%s: both events must be created with TCUDA_EVENT_TIMING (%s lacks it)", F, which(a, b));
+                    "%s: both events must be created with TCUDA_EVENT_TIMING (missing on %s)", F, which(a, b));
   a = !ev_get(start);
   b = !ev_get(end);
   if (a || b)
@@ -295,6 +295,7 @@ tcuda_status tcuda_stream_wait_event(tcuda_stream_t st, tcuda_event_t *e) {
 tcuda_status tcuda_stream_wait_stream(tcuda_stream_t st, tcuda_stream_t other) {
   static const char *F = "tcuda_stream_wait_stream";
   int saved;
+  if (other.device < 0 && st.device >= 0) return tc_stream_check(F, "other", other); /* before CUDA */
   tcuda_status s = tc_stream_check(F, "stream", st);
   if (s || (s = tc_stream_check(F, "other", other))) return s;
   if ((s = tc_on_device_begin(F, other.device, &saved))) return s;
