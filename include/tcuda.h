@@ -470,6 +470,47 @@ TCUDA_API tcuda_status tcuda_replay_string(const char *trace, const tcuda_replay
 /* @@REPLAY@@ */
 
 /* ======================================================================
+ * Pinned host memory     (PyTorch's caching host allocator, host_memory_stats)
+ * ====================================================================== */
+
+/* A timing statistic in microseconds (PyTorch's DurationStat). */
+typedef struct tcuda_duration_stat {
+  int64_t total, max, min, count;
+  double avg;
+} tcuda_duration_stat_t;
+
+/* torch.cuda.host_memory_stats(). allocation/allocated_bytes count blocks
+ * handed out (they drop when a freed block becomes reusable); segment and
+ * reserved_bytes count page-locked blocks obtained from CUDA. The peak is
+ * exact (PyTorch approximates it by summing per-size peaks). */
+typedef struct tcuda_host_memory_stats {
+  tcuda_stat_t allocation;
+  tcuda_stat_t segment;
+  tcuda_stat_t allocated_bytes;
+  tcuda_stat_t reserved_bytes;
+  tcuda_duration_stat_t host_alloc_time; /* time in cudaHostAlloc */
+  tcuda_duration_stat_t host_free_time;  /* time in cudaFreeHost */
+  int64_t num_host_alloc;
+  int64_t num_host_free;
+} tcuda_host_memory_stats_t;
+
+/* Page-locked host memory from the cache. Sizes round up to a power of two;
+ * size 0 gives NULL. */
+TCUDA_API tcuda_status tcuda_host_alloc(void **ptr, size_t size);
+/* Return a block to the cache. It is handed out again only after the work
+ * queued so far on every stream named with tcuda_host_record_stream is done.
+ * NULL is fine; an unknown or already-freed pointer is an error. */
+TCUDA_API tcuda_status tcuda_host_free(void *ptr);
+/* Note that `ptr` (the start of a live block) is used by work on `stream`. */
+TCUDA_API tcuda_status tcuda_host_record_stream(void *ptr, tcuda_stream_t stream);
+/* Give every reusable cached block back to CUDA. */
+TCUDA_API tcuda_status tcuda_host_empty_cache(void);
+TCUDA_API tcuda_status tcuda_host_memory_stats(tcuda_host_memory_stats_t *out);
+/* torch.cuda.reset_peak_host_memory_stats() / reset_accumulated_host_memory_stats(). */
+TCUDA_API tcuda_status tcuda_host_reset_peak_memory_stats(void);
+TCUDA_API tcuda_status tcuda_host_reset_accumulated_memory_stats(void);
+
+/* ======================================================================
  * NVTX ranges                                        (torch.cuda.nvtx)
  * ====================================================================== */
 
