@@ -1,0 +1,636 @@
+/* bench_alloc: the caching allocator's hot paths, side by side with PyTorch's
+ * C++ allocator (libc10_cuda, when built with BENCH_HAVE_C10) and with
+ * cudaMallocAsync on a pool that never releases (threshold UINT64_MAX).
+ *
+ *   (a) alloc+free of a cached 4 KiB block, one thread       ns per pair
+ *   (b) 1000 live blocks, 512 B..8 MiB log-uniform, random
+ *       replacement (free one, allocate one)                  ns per replacement
+ *   (c) 8 threads, default stream, 4 KiB pairs                wall ns per pair
+ *   (d) 8 threads, one stream each, 4 KiB pairs               wall ns per pair
+ *   (e) fragmentation on a fixed trace: peak reserved / peak allocated,
+ *       each variant in a fresh child process (this binary, --frag VARIANT)
+ *
+ * Prints RESULT lines (format: bench/run-gpu). BENCH_ALLOC_SCALE=0.1 runs
+ * fewer iterations. Without a GPU it prints SKIPPED and exits 0. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "tcuda.h"
+#ifdef BENCH_HAVE_C10
+#include "c10_alloc_shim.h"
+#endif
+
+extern char **environ;
+
+#define NTHREADS 8
+#define SIZE_4K 4096
+
+static double g_scale = 1.0;
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static long scaled(long n) {
+  long v = (long)((double)n * g_scale);
+  return v < 10 ? 10 : v;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* splitmix64: the same sequence on every platform, so every allocator and
+ * every run sees the same workload. */
+static uint64_t rng_next(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+/* ------------------------------------------------------------------ */
+/* The three allocators behind one interface. stream: a cudaStream_t or NULL
+ * (legacy default stream). alloc returns 0 on success. */
+typedef struct bench_alloc {
+  const char *name;     /* column name in the RESULT line */
+  int (*alloc)(void **p, size_t n, void *stream);
+  void (*free)(void *p, void *stream);
+  void (*trim)(void);   /* give cached memory back between patterns */
+  int available;
+  char why[256];        /* why unavailable */
+} bench_alloc;
+
+static volatile int g_failed; /* first failure stops a pattern, not the run */
+static char g_fail_msg[512];
+
+static void note_failure(const char *who, const char *msg) {
+  if (!g_failed) {
+    g_failed = 1;
+    snprintf(g_fail_msg, sizeof g_fail_msg, "%s: %s", who, msg);
+  }
+}
+
+/* tcuda */
+static int tc_alloc(void **p, size_t n, void *stream) {
+  tcuda_status s;
+  if (!stream) {
+    s = tcuda_malloc(p, n);
+  } else {
+    tcuda_stream_t st = {(struct CUstream_st *)stream, (int64_t)(intptr_t)stream, 0, 0};
+    s = tcuda_malloc_on(p, n, 0, st);
+  }
+  if (s != TCUDA_SUCCESS) {
+    note_failure("tcuda_malloc", tcuda_last_error());
+    return -1;
+  }
+  return 0;
+}
+static void tc_free(void *p, void *stream) {
+  (void)stream;
+  if (tcuda_free(p) != TCUDA_SUCCESS) note_failure("tcuda_free", tcuda_last_error());
+}
+static void tc_trim(void) { tcuda_empty_cache(); }
+
+/* cudaMallocAsync on a private pool that keeps everything */
+static cudaMemPool_t g_pool;
+static int ma_alloc(void **p, size_t n, void *stream) {
+  cudaError_t e = cudaMallocFromPoolAsync(p, n, g_pool, (cudaStream_t)stream);
+  if (e != cudaSuccess) {
+    note_failure("cudaMallocFromPoolAsync", cudaGetErrorString(e));
+    return -1;
+  }
+  return 0;
+}
+static void ma_free(void *p, void *stream) {
+  cudaError_t e = cudaFreeAsync(p, (cudaStream_t)stream);
+  if (e != cudaSuccess) note_failure("cudaFreeAsync", cudaGetErrorString(e));
+}
+static void ma_trim(void) {
+  cudaDeviceSynchronize();
+  cudaMemPoolTrimTo(g_pool, 0);
+}
+
+static int make_pool(cudaMemPool_t *pool, char *why, size_t why_len) {
+  struct cudaMemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = cudaMemAllocationTypePinned;
+  props.handleTypes = cudaMemHandleTypeNone;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = 0;
+  cudaError_t e = cudaMemPoolCreate(pool, &props);
+  if (e != cudaSuccess) {
+    snprintf(why, why_len, "cudaMemPoolCreate: %s", cudaGetErrorString(e));
+    return -1;
+  }
+  uint64_t threshold = UINT64_MAX;
+  e = cudaMemPoolSetAttribute(*pool, cudaMemPoolAttrReleaseThreshold, &threshold);
+  if (e != cudaSuccess) {
+    snprintf(why, why_len, "cudaMemPoolSetAttribute: %s", cudaGetErrorString(e));
+    return -1;
+  }
+  return 0;
+}
+
+#ifdef BENCH_HAVE_C10
+static int c10_alloc_fn(void **p, size_t n, void *stream) {
+  *p = c10_raw_alloc(n, stream);
+  if (!*p) {
+    note_failure("c10_raw_alloc", c10_last_error());
+    return -1;
+  }
+  return 0;
+}
+static void c10_free_fn(void *p, void *stream) {
+  (void)stream;
+  c10_raw_delete(p);
+}
+static void c10_trim(void) { c10_empty_cache(); }
+#endif
+
+enum { A_TCUDA = 0, A_TORCH = 1, A_ASYNC = 2, A_COUNT = 3 };
+static bench_alloc g_allocs[A_COUNT] = {
+    {"tcuda", tc_alloc, tc_free, tc_trim, 0, ""},
+#ifdef BENCH_HAVE_C10
+    {"torch", c10_alloc_fn, c10_free_fn, c10_trim, 0, ""},
+#else
+    {"torch", NULL, NULL, NULL, 0, "not built with PyTorch's c10 (torch not found at configure time)"},
+#endif
+    {"cudaMallocAsync", ma_alloc, ma_free, ma_trim, 0, ""},
+};
+
+/* ------------------------------------------------------------------ */
+/* (a) one thread, cached 4 KiB pairs */
+static double pattern_pairs(const bench_alloc *A, void *stream, long iters) {
+  void *p;
+  for (int i = 0; i < 1000; i++) {
+    if (A->alloc(&p, SIZE_4K, stream)) return NAN;
+    A->free(p, stream);
+  }
+  double trial[5];
+  for (int t = 0; t < 5; t++) {
+    uint64_t t0 = now_ns();
+    for (long i = 0; i < iters; i++) {
+      if (A->alloc(&p, SIZE_4K, stream)) return NAN;
+      A->free(p, stream);
+    }
+    trial[t] = (double)(now_ns() - t0) / (double)iters;
+  }
+  return g_failed ? NAN : median(trial, 5);
+}
+
+/* (b) mixed sizes, random replacement among 1000 live blocks */
+#define MIX_LIVE 1000
+typedef struct mix_seq {
+  size_t *size;
+  uint32_t *slot;
+  long n;
+} mix_seq;
+
+static int mix_seq_make(mix_seq *m, long n) {
+  m->n = n + MIX_LIVE;
+  m->size = malloc(sizeof *m->size * (size_t)m->n);
+  m->slot = malloc(sizeof *m->slot * (size_t)m->n);
+  if (!m->size || !m->slot) return -1;
+  uint64_t s = 42;
+  const double lo = log(512.0), hi = log(8.0 * 1024 * 1024);
+  for (long i = 0; i < m->n; i++) {
+    m->size[i] = (size_t)exp(lo + (hi - lo) * rng_unit(&s));
+    m->slot[i] = (uint32_t)(rng_next(&s) % MIX_LIVE);
+  }
+  return 0;
+}
+
+static double pattern_mixed(const bench_alloc *A, const mix_seq *m, long warm, long iters) {
+  void *live[MIX_LIVE];
+  long k = 0;
+  for (int i = 0; i < MIX_LIVE; i++, k++)
+    if (A->alloc(&live[i], m->size[k], NULL)) return NAN;
+  for (long i = 0; i < warm; i++, k++) {
+    uint32_t j = m->slot[k];
+    A->free(live[j], NULL);
+    if (A->alloc(&live[j], m->size[k], NULL)) return NAN;
+  }
+  double trial[3];
+  for (int t = 0; t < 3; t++) {
+    uint64_t t0 = now_ns();
+    for (long i = 0; i < iters; i++, k++) {
+      uint32_t j = m->slot[k];
+      A->free(live[j], NULL);
+      if (A->alloc(&live[j], m->size[k], NULL)) return NAN;
+    }
+    trial[t] = (double)(now_ns() - t0) / (double)iters;
+  }
+  for (int i = 0; i < MIX_LIVE; i++) A->free(live[i], NULL);
+  return g_failed ? NAN : median(trial, 3);
+}
+
+/* (c), (d) threads */
+typedef struct thread_arg {
+  const bench_alloc *A;
+  void *stream;
+  long iters;
+  pthread_barrier_t *start;
+} thread_arg;
+
+static void *thread_main(void *v) {
+  thread_arg *a = v;
+  void *p;
+  for (int i = 0; i < 100; i++) {
+    if (a->A->alloc(&p, SIZE_4K, a->stream)) break;
+    a->A->free(p, a->stream);
+  }
+  pthread_barrier_wait(a->start);
+  for (long i = 0; i < a->iters && !g_failed; i++) {
+    if (a->A->alloc(&p, SIZE_4K, a->stream)) break;
+    a->A->free(p, a->stream);
+  }
+  return NULL;
+}
+
+static double pattern_threads(const bench_alloc *A, void *const *streams, long iters) {
+  pthread_t th[NTHREADS];
+  thread_arg args[NTHREADS];
+  pthread_barrier_t start;
+  double trial[3];
+  for (int t = 0; t < 3; t++) {
+    pthread_barrier_init(&start, NULL, NTHREADS + 1);
+    for (int i = 0; i < NTHREADS; i++) {
+      args[i] = (thread_arg){A, streams ? streams[i] : NULL, iters, &start};
+      if (pthread_create(&th[i], NULL, thread_main, &args[i])) {
+        note_failure("pthread_create", strerror(errno));
+        return NAN; /* threads already started block forever; the run ends soon anyway */
+      }
+    }
+    pthread_barrier_wait(&start);
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < NTHREADS; i++) pthread_join(th[i], NULL);
+    trial[t] = (double)(now_ns() - t0) / (double)(iters * NTHREADS);
+    pthread_barrier_destroy(&start);
+  }
+  return g_failed ? NAN : median(trial, 3);
+}
+
+/* ------------------------------------------------------------------ */
+/* (e) the fragmenting trace: a transformer-like training loop with a
+ * different sequence length every step, the case that grows caches. Ops are
+ * generated, not stored, so every variant replays the identical sequence. */
+#define FRAG_MAX_LIVE 4096
+
+typedef struct frag_ctx {
+  const bench_alloc *A;
+  void *ptr[FRAG_MAX_LIVE];
+  int top;       /* stack of live step-local blocks */
+} frag_ctx;
+
+static int frag_push(frag_ctx *c, size_t n) {
+  if (c->top >= FRAG_MAX_LIVE) return -1;
+  if (c->A->alloc(&c->ptr[c->top], n, NULL)) return -1;
+  c->top++;
+  return 0;
+}
+
+static int frag_run(const bench_alloc *A) {
+  static frag_ctx c;
+  memset(&c, 0, sizeof c);
+  c.A = A;
+  uint64_t s = 7;
+  const double lo = log(256.0 * 1024), hi = log(48.0 * 1024 * 1024);
+  /* parameters and optimizer state: live for the whole run */
+  enum { NPARAM = 40 };
+  void *params[2 * NPARAM];
+  for (int i = 0; i < NPARAM; i++) {
+    if (A->alloc(&params[2 * i], (size_t)exp(lo + (hi - lo) * rng_unit(&s)), NULL)) return -1;
+    if (A->alloc(&params[2 * i + 1], 4096 + rng_next(&s) % 61440, NULL)) return -1;
+  }
+  void *cache = NULL; /* a buffer that outlives ten steps, then grows */
+  for (int step = 0; step < 120; step++) {
+    size_t L = 128 + rng_next(&s) % 1921;
+    if (step % 10 == 0) {
+      if (cache) A->free(cache, NULL);
+      if (A->alloc(&cache, (size_t)(step / 10 + 1) * 3 * 1024 * 1024 + 4096, NULL)) return -1;
+    }
+    int base = c.top;
+    for (int layer = 0; layer < 12; layer++) {
+      if (frag_push(&c, L * 4096 * 2)) return -1;          /* attention input */
+      void *tmp;
+      if (A->alloc(&tmp, L * L * 2 * 8, NULL)) return -1;  /* scores: temporary */
+      if (frag_push(&c, L * 4096 * 2)) return -1;          /* attention output */
+      A->free(tmp, NULL);
+      if (frag_push(&c, L * 16384 * 2)) return -1;         /* MLP hidden */
+      if (frag_push(&c, 512 + rng_next(&s) % 8192)) return -1; /* small stats */
+    }
+    /* backward: release activations newest first, with short-lived grads */
+    while (c.top > base) {
+      void *g;
+      size_t gn = 1024 + rng_next(&s) % (2u << 20);
+      if (A->alloc(&g, gn, NULL)) return -1;
+      A->free(c.ptr[--c.top], NULL);
+      A->free(g, NULL);
+    }
+  }
+  if (cache) A->free(cache, NULL);
+  for (int i = 0; i < 2 * NPARAM; i++) A->free(params[i], NULL);
+  return g_failed ? -1 : 0;
+}
+
+/* Child: one variant, fresh process, prints "FRAG <peak_reserved> <peak_allocated>"
+ * or "FRAG NA <reason>". */
+static int frag_child(const char *variant) {
+  unsetenv("TCUDA_ALLOC_CONF");
+  unsetenv("PYTORCH_CUDA_ALLOC_CONF");
+  int64_t reserved = -1, allocated = -1;
+  if (!strcmp(variant, "tcuda") || !strcmp(variant, "tcuda-expandable")) {
+    if (!strcmp(variant, "tcuda-expandable") &&
+        tcuda_allocator_set_config("expandable_segments:True") != TCUDA_SUCCESS) {
+      printf("FRAG NA tcuda_allocator_set_config: %s\n", tcuda_last_error());
+      return 0;
+    }
+    g_allocs[A_TCUDA].available = 1;
+    if (frag_run(&g_allocs[A_TCUDA])) {
+      printf("FRAG NA %s\n", g_fail_msg);
+      return 0;
+    }
+    tcuda_memory_stats_t st;
+    if (tcuda_memory_stats(0, &st) != TCUDA_SUCCESS) {
+      printf("FRAG NA tcuda_memory_stats: %s\n", tcuda_last_error());
+      return 0;
+    }
+    reserved = st.reserved_bytes[TCUDA_STAT_ALL].peak;
+    allocated = st.allocated_bytes[TCUDA_STAT_ALL].peak;
+  } else if (!strcmp(variant, "torch") || !strcmp(variant, "torch-expandable")) {
+#ifdef BENCH_HAVE_C10
+    int ndev = 0;
+    cudaGetDeviceCount(&ndev);
+    if (!strcmp(variant, "torch-expandable") && c10_set_settings("expandable_segments:True")) {
+      printf("FRAG NA %s\n", c10_last_error());
+      return 0;
+    }
+    if (c10_init(ndev)) {
+      printf("FRAG NA %s\n", c10_last_error());
+      return 0;
+    }
+    g_allocs[A_TORCH].available = 1;
+    if (frag_run(&g_allocs[A_TORCH])) {
+      printf("FRAG NA %s\n", g_fail_msg);
+      return 0;
+    }
+    c10_shim_stats st;
+    if (c10_stats(0, &st)) {
+      printf("FRAG NA %s\n", c10_last_error());
+      return 0;
+    }
+    reserved = st.reserved_peak;
+    allocated = st.allocated_peak;
+#else
+    printf("FRAG NA not built with c10\n");
+    return 0;
+#endif
+  } else if (!strcmp(variant, "cudaMallocAsync")) {
+    char why[256];
+    if (make_pool(&g_pool, why, sizeof why)) {
+      printf("FRAG NA %s\n", why);
+      return 0;
+    }
+    if (frag_run(&g_allocs[A_ASYNC])) {
+      printf("FRAG NA %s\n", g_fail_msg);
+      return 0;
+    }
+    cudaDeviceSynchronize();
+    uint64_t rh = 0, uh = 0;
+    cudaMemPoolGetAttribute(g_pool, cudaMemPoolAttrReservedMemHigh, &rh);
+    cudaMemPoolGetAttribute(g_pool, cudaMemPoolAttrUsedMemHigh, &uh);
+    reserved = (int64_t)rh;
+    allocated = (int64_t)uh;
+  } else {
+    printf("FRAG NA unknown variant %s\n", variant);
+    return 2;
+  }
+  printf("FRAG %lld %lld\n", (long long)reserved, (long long)allocated);
+  return 0;
+}
+
+/* Parent side: run this binary as a child for one variant; returns the
+ * ratio, or NAN with *why set. */
+static double frag_variant(const char *self, const char *variant, char *why, size_t why_len,
+                           long long *res_out, long long *alloc_out) {
+  int fds[2];
+  snprintf(why, why_len, "child failed");
+  if (pipe(fds)) {
+    snprintf(why, why_len, "pipe: %s", strerror(errno));
+    return NAN;
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  char *argv[] = {(char *)self, "--frag", (char *)variant, NULL};
+  pid_t pid;
+  int rc = posix_spawn(&pid, self, &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  if (rc) {
+    close(fds[0]);
+    snprintf(why, why_len, "posix_spawn: %s", strerror(rc));
+    return NAN;
+  }
+  char buf[4096];
+  size_t len = 0;
+  ssize_t r;
+  while ((r = read(fds[0], buf + len, sizeof buf - 1 - len)) > 0 && len < sizeof buf - 1) len += (size_t)r;
+  buf[len] = 0;
+  close(fds[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  char *line = strstr(buf, "FRAG ");
+  if (!line) {
+    snprintf(why, why_len, "child exited %d without a result", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    return NAN;
+  }
+  char *nl = strchr(line, '\n');
+  if (nl) *nl = 0;
+  long long res, al;
+  if (sscanf(line, "FRAG %lld %lld", &res, &al) == 2 && al > 0) {
+    *res_out = res;
+    *alloc_out = al;
+    return (double)res / (double)al;
+  }
+  snprintf(why, why_len, "%s", line + 5);
+  return NAN;
+}
+
+/* ------------------------------------------------------------------ */
+static void fmt(char *buf, size_t n, double v) {
+  if (isnan(v))
+    snprintf(buf, n, "NA");
+  else
+    snprintf(buf, n, "%.4g", v);
+}
+
+/* One RESULT line per reference that ran; a line with ref=NA when none did. */
+static void report(const char *metric, const double v[A_COUNT], const char *unit, const char *target) {
+  char tv[32], rv[32];
+  fmt(tv, sizeof tv, v[A_TCUDA]);
+  int printed = 0;
+  for (int r = A_TORCH; r < A_COUNT; r++) {
+    if (!g_allocs[r].available) continue;
+    fmt(rv, sizeof rv, v[r]);
+    printf("RESULT name=alloc metric=%s tcuda=%s ref_name=%s ref=%s unit=%s target=%s\n", metric, tv,
+           g_allocs[r].name, rv, unit, target);
+    printed = 1;
+  }
+  if (!printed) printf("RESULT name=alloc metric=%s tcuda=%s ref_name=- ref=NA unit=%s target=%s\n", metric, tv, unit, target);
+  fflush(stdout);
+}
+
+static void trim_all(void) {
+  for (int i = 0; i < A_COUNT; i++)
+    if (g_allocs[i].available && g_allocs[i].trim) g_allocs[i].trim();
+}
+
+static void run_all(const char *label, double out[A_COUNT], double (*fn)(const bench_alloc *, void *), void *arg) {
+  for (int i = 0; i < A_COUNT; i++) {
+    out[i] = NAN;
+    if (!g_allocs[i].available) continue;
+    g_failed = 0;
+    out[i] = fn(&g_allocs[i], arg);
+    if (g_failed) fprintf(stderr, "bench_alloc: %s on %s failed: %s\n", label, g_allocs[i].name, g_fail_msg);
+    g_failed = 0;
+    trim_all();
+  }
+}
+
+static long g_iters_pair, g_iters_mix_warm, g_iters_mix, g_iters_thr;
+static mix_seq g_mix;
+
+static double do_pairs(const bench_alloc *A, void *arg) { (void)arg; return pattern_pairs(A, NULL, g_iters_pair); }
+static double do_mixed(const bench_alloc *A, void *arg) { (void)arg; return pattern_mixed(A, &g_mix, g_iters_mix_warm, g_iters_mix); }
+static double do_threads(const bench_alloc *A, void *arg) { return pattern_threads(A, (void *const *)arg, g_iters_thr); }
+
+int main(int argc, char **argv) {
+  if (argc >= 3 && !strcmp(argv[1], "--frag")) return frag_child(argv[2]);
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  const char *sc = getenv("BENCH_ALLOC_SCALE");
+  if (sc && atof(sc) > 0) g_scale = atof(sc);
+
+  if (tcuda_device_count() < 1) {
+    printf("SKIPPED bench_alloc: no CUDA device (%s)\n", tcuda_unavailable_reason());
+    return 0;
+  }
+  if (tcuda_init() != TCUDA_SUCCESS) {
+    printf("SKIPPED bench_alloc: tcuda_init: %s\n", tcuda_last_error());
+    return 0;
+  }
+  char name[256] = "";
+  tcuda_get_device_name(0, name, sizeof name);
+  printf("bench_alloc: device 0 = %s, scale %.3g\n", name, g_scale);
+
+  g_allocs[A_TCUDA].available = 1;
+#ifdef BENCH_HAVE_C10
+  {
+    int ndev = 0;
+    cudaGetDeviceCount(&ndev);
+    if (c10_init(ndev) == 0) {
+      g_allocs[A_TORCH].available = 1;
+    } else {
+      snprintf(g_allocs[A_TORCH].why, sizeof g_allocs[A_TORCH].why, "%s", c10_last_error());
+    }
+  }
+#endif
+  if (make_pool(&g_pool, g_allocs[A_ASYNC].why, sizeof g_allocs[A_ASYNC].why) == 0) g_allocs[A_ASYNC].available = 1;
+  for (int i = 0; i < A_COUNT; i++)
+    if (!g_allocs[i].available) printf("bench_alloc: %s column unavailable: %s\n", g_allocs[i].name, g_allocs[i].why);
+
+  g_iters_pair = scaled(200000);
+  g_iters_mix_warm = scaled(20000);
+  g_iters_mix = scaled(100000);
+  g_iters_thr = scaled(50000);
+  if (mix_seq_make(&g_mix, g_iters_mix_warm + 3 * g_iters_mix)) {
+    printf("SKIPPED bench_alloc: host out of memory\n");
+    return 0;
+  }
+
+  double a[A_COUNT], b[A_COUNT], c[A_COUNT], d[A_COUNT];
+  char target[128];
+
+  run_all("(a) 4KiB pair", a, do_pairs, NULL);
+  report("pair_4KiB_cached_1thr", a, "ns", "<=100");
+
+  run_all("(b) mixed", b, do_mixed, NULL);
+  report("mixed_1000live_replace", b, "ns", "<=150 (one free + one alloc)");
+
+  run_all("(c) 8 threads default stream", c, do_threads, NULL);
+  snprintf(target, sizeof target, "<=%.4g (tcuda 1-thread pair)", a[A_TCUDA]);
+  report("pair_4KiB_8thr_default_stream", c, "ns", target);
+
+  cudaStream_t streams[NTHREADS];
+  int have_streams = 1;
+  for (int i = 0; i < NTHREADS; i++)
+    if (cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking) != cudaSuccess) have_streams = 0;
+  if (have_streams) {
+    run_all("(d) 8 threads 8 streams", d, do_threads, streams);
+    report("pair_4KiB_8thr_8streams", d, "ns", target);
+  } else {
+    fprintf(stderr, "bench_alloc: cudaStreamCreate failed; (d) skipped\n");
+  }
+
+  /* (e) fragmentation, each variant in its own process */
+  {
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) {
+      snprintf(self, sizeof self, "%s", argv[0]);
+    } else {
+      self[n] = 0;
+    }
+    const char *variants[] = {"tcuda", "tcuda-expandable", "torch", "torch-expandable", "cudaMallocAsync"};
+    double fr[5];
+    for (int i = 0; i < 5; i++) {
+      char why[512];
+      long long res = 0, al = 0;
+      fr[i] = NAN;
+      if ((i == 2 || i == 3) && !g_allocs[A_TORCH].available) continue;
+      if (i == 4 && !g_allocs[A_ASYNC].available) continue;
+      fr[i] = frag_variant(self, variants[i], why, sizeof why, &res, &al);
+      if (isnan(fr[i]))
+        printf("bench_alloc: fragmentation %s: NA (%s)\n", variants[i], why);
+      else
+        printf("bench_alloc: fragmentation %s: peak reserved %lld, peak allocated %lld, ratio %.4f\n",
+               variants[i], res, al, fr[i]);
+    }
+    double e1[A_COUNT] = {fr[0], fr[2], fr[4]};
+    report("frag_peak_reserved_over_allocated", e1, "ratio", "<=torch*1.001 (same policy as PyTorch)");
+    double e2[A_COUNT] = {fr[1], fr[3], fr[4]};
+    report("frag_expandable_peak_reserved_over_allocated", e2, "ratio", "<=torch*1.001");
+  }
+
+  /* The allocator's books must balance once everything is freed. */
+  tcuda_memory_stats_t st;
+  if (tcuda_memory_stats(0, &st) == TCUDA_SUCCESS) {
+    int64_t cur = st.allocated_bytes[TCUDA_STAT_ALL].current;
+    printf("bench_alloc: tcuda allocated_bytes.all.current after all frees = %lld%s\n", (long long)cur,
+           cur ? "  <-- LEAK or stats bug" : "");
+  }
+  return 0;
+}
