@@ -28,5 +28,6 @@ void *tc_driver_fn(const char *name);
 
 /* dlopen'ed libraries, so binaries start where they are missing. */
 void *tc_nccl_sym(const char *name);
+void *tc_cublas_sym(const char *name);
 
 #endif

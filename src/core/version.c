@@ -12,6 +12,12 @@
 #ifndef TCUDA_NCCL_SONAME
 #define TCUDA_NCCL_SONAME "libnccl.so.2"
 #endif
+#ifndef TCUDA_CUBLAS_MAJOR
+#define TCUDA_CUBLAS_MAJOR "13"
+#endif
+#ifndef TCUDA_CUBLAS_PATH
+#define TCUDA_CUBLAS_PATH ""
+#endif
 #ifndef TCUDA_NCCL_PATH
 #define TCUDA_NCCL_PATH ""
 #endif
@@ -31,16 +37,39 @@ int tcuda_driver_version(void) {
 const char *tcuda_get_arch_list(void) { return TCUDA_ARCH_LIST; }
 const char *tcuda_get_gencode_flags(void) { return TCUDA_GENCODE_FLAGS; }
 
-/* NCCL is 200+ MB: load it on first use only, so start-up does not pay. */
-static void *g_nccl;
-static pthread_once_t g_nccl_once = PTHREAD_ONCE_INIT;
+/* NCCL (200+ MB) and cuBLAS are loaded on first use only, so start-up does
+ * not pay for them and binaries start where they are missing. The soname
+ * is tried first, then the path found at build time. */
+typedef struct lazy_lib {
+  const char *soname, *path;
+  pthread_once_t once;
+  void *handle;
+} lazy_lib;
+
+static lazy_lib g_libs[] = {
+  {TCUDA_NCCL_SONAME, TCUDA_NCCL_PATH, PTHREAD_ONCE_INIT, NULL},
+  {"libcublas.so." TCUDA_CUBLAS_MAJOR, TCUDA_CUBLAS_PATH, PTHREAD_ONCE_INIT, NULL},
+};
+
 static void load_nccl(void) {
-  g_nccl = dlopen(TCUDA_NCCL_SONAME, RTLD_NOW | RTLD_LOCAL);
-  if (!g_nccl && TCUDA_NCCL_PATH[0]) g_nccl = dlopen(TCUDA_NCCL_PATH, RTLD_NOW | RTLD_LOCAL);
+  lazy_lib *l = &g_libs[0];
+  l->handle = dlopen(l->soname, RTLD_NOW | RTLD_LOCAL);
+  if (!l->handle && l->path[0]) l->handle = dlopen(l->path, RTLD_NOW | RTLD_LOCAL);
 }
+static void load_cublas(void) {
+  lazy_lib *l = &g_libs[1];
+  l->handle = dlopen(l->soname, RTLD_NOW | RTLD_LOCAL);
+  if (!l->handle && l->path[0]) l->handle = dlopen(l->path, RTLD_NOW | RTLD_LOCAL);
+}
+
 void *tc_nccl_sym(const char *name) {
-  pthread_once(&g_nccl_once, load_nccl);
-  return g_nccl ? dlsym(g_nccl, name) : NULL;
+  pthread_once(&g_libs[0].once, load_nccl);
+  return g_libs[0].handle ? dlsym(g_libs[0].handle, name) : NULL;
+}
+
+void *tc_cublas_sym(const char *name) {
+  pthread_once(&g_libs[1].once, load_cublas);
+  return g_libs[1].handle ? dlsym(g_libs[1].handle, name) : NULL;
 }
 
 int tcuda_nccl_version(void) {
