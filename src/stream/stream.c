@@ -31,12 +31,31 @@ static int is_external(tcuda_stream_t s) {
 
 /* ---- device helpers ---- */
 
+/* Devices below this skip the init and range checks on the hot paths
+ * (current stream, pool get). 0 until CUDA is initialised, and reset in a
+ * forked child so that it gets the FORKED error from the slow path. */
+static atomic_int g_fast_ndev;
+static atomic_int g_atfork_done;
+
+static void fast_off_in_child(void) { atomic_store_explicit(&g_fast_ndev, 0, memory_order_relaxed); }
+
+static void fast_on(void) {
+  if (!atomic_exchange(&g_atfork_done, 1)) pthread_atfork(NULL, NULL, fast_off_in_child);
+  int n = tc_device_count();
+  atomic_store_explicit(&g_fast_ndev, n < TC_MAX_DEVICES ? n : TC_MAX_DEVICES, memory_order_relaxed);
+}
+
+static inline int fast_ok(int device) {
+  return (unsigned)device < (unsigned)atomic_load_explicit(&g_fast_ndev, memory_order_relaxed);
+}
+
 static tcuda_status resolve(const char *F, int *device) {
   tcuda_status s = tc_resolve_device(F, device);
   if (s) return s;
   if (*device >= TC_MAX_DEVICES)
     return tc_error(TCUDA_ERROR_NOT_SUPPORTED, "%s: device %d: tcuda streams support at most %d devices", F,
                     *device, TC_MAX_DEVICES);
+  if (!atomic_load_explicit(&g_fast_ndev, memory_order_relaxed)) fast_on();
   return TCUDA_SUCCESS;
 }
 
@@ -146,9 +165,11 @@ static tcuda_status pool_get(const char *F, int device, pool_t **out) {
 tcuda_status tcuda_stream_from_pool(int device, int priority, tcuda_stream_t *out) {
   static const char *F = "tcuda_stream_from_pool";
   TC_CHECK_ARG(F, out, "out");
-  pool_t *p;
-  tcuda_status s = resolve(F, &device);
-  if (s || (s = pool_get(F, device, &p))) return s;
+  pool_t *p = fast_ok(device) ? &g_pools[device] : NULL;
+  if (!p || !atomic_load_explicit(&p->ready, memory_order_acquire)) {
+    tcuda_status s = resolve(F, &device);
+    if (s || (s = pool_get(F, device, &p))) return s;
+  }
   /* level = clamp(-priority, 0, levels-1), written to avoid negating INT_MIN */
   int level = 0;
   if (priority < 0) level = priority <= -(p->levels - 1) ? p->levels - 1 : -priority;
@@ -278,6 +299,10 @@ tcuda_status tc_stream_current(const char *F, int device, tcuda_stream_t *out) {
 }
 
 tcuda_status tcuda_current_stream(int device, tcuda_stream_t *out) {
+  if (out && fast_ok(device)) {
+    *out = tc_current_stream_fast(device);
+    return TCUDA_SUCCESS;
+  }
   TC_CHECK_ARG("tcuda_current_stream", out, "out");
   return tc_stream_current("tcuda_current_stream", device, out);
 }

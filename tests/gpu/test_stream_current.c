@@ -4,6 +4,8 @@
 #include "harness.h"
 #include "stream/stream.h"
 #include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static int same(tcuda_stream_t a, tcuda_stream_t b) {
   return a.handle == b.handle && a.id == b.id && a.device == b.device && a.priority == b.priority;
@@ -157,9 +159,31 @@ static void two_devices(void) {
   CHECK_OK(tcuda_set_stream(def(0)));
 }
 
+/* The hot paths skip the init check, but a child forked after init must
+ * still get the FORKED error rather than a stream it cannot use. */
+static void forked_child_gets_forked_error(void) {
+  tcuda_stream_t s;
+  CHECK_OK(tcuda_current_stream(0, &s)); /* hot path enabled in the parent */
+  CHECK_OK(tcuda_stream_from_pool(0, 0, &s));
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int rc = 0;
+    if (tcuda_current_stream(0, &s) != TCUDA_ERROR_FORKED) rc |= 1;
+    if (!strstr(tcuda_last_error(), "tcuda_current_stream: cannot re-initialise CUDA in a forked child")) rc |= 2;
+    if (tcuda_stream_from_pool(0, 0, &s) != TCUDA_ERROR_FORKED) rc |= 4;
+    _exit(rc);
+  }
+  int status = -1;
+  CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK_EQ_INT(WEXITSTATUS(status), 0);
+}
+
 int main(int argc, char **argv) {
   tc_require_gpu();
   static const tc_test tests[] = {T(starts_at_default), T(set_stream_sets_current), T(current_stream_is_per_thread),
-                                  T(guards_nest_and_restore), T(two_devices)};
+                                  T(guards_nest_and_restore), T(two_devices),
+                                  T(forked_child_gets_forked_error)};
   return tc_run(tests, sizeof tests / sizeof *tests, argc, argv);
 }
