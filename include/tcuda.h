@@ -528,6 +528,149 @@ TCUDA_API tcuda_status tcuda_nvtx_range_end(uint64_t id);
 /* Set TCUDA_NVTX=1 to have tcuda annotate its own long operations
  * (empty_cache, collectives, graph capture, the OOM retry path). */
 
+/* ======================================================================
+ * Random number generation     (torch.cuda: manual_seed, get_rng_state, ...)
+ * ====================================================================== */
+
+/* Element types of device buffers, as torch's dtypes. Shared by every part
+ * of tcuda that takes a typed buffer (RNG fills, collectives); each function
+ * says which ones it accepts. Values are stable. */
+typedef enum tcuda_dtype {
+  TCUDA_FLOAT32 = 0,
+  TCUDA_FLOAT64 = 1,
+  TCUDA_FLOAT16 = 2,
+  TCUDA_BFLOAT16 = 3,
+  TCUDA_INT8 = 4,
+  TCUDA_INT16 = 5,
+  TCUDA_INT32 = 6,
+  TCUDA_INT64 = 7,
+  TCUDA_UINT8 = 8,
+  TCUDA_BOOL = 9,        /* one byte, 0 or 1 */
+  TCUDA_UINT16 = 10,
+  TCUDA_UINT32 = 11,
+  TCUDA_UINT64 = 12,
+  TCUDA_COMPLEX32 = 13,  /* torch.complex32 (chalf): two float16 */
+  TCUDA_COMPLEX64 = 14,  /* two float32 */
+  TCUDA_COMPLEX128 = 15, /* two float64 */
+  TCUDA_FLOAT8_E4M3FN = 16,
+  TCUDA_FLOAT8_E5M2 = 17,
+  TCUDA_DTYPE_COUNT
+} tcuda_dtype;
+
+/* Bytes per element; 0 for a value that is not a tcuda_dtype. */
+TCUDA_API size_t tcuda_dtype_size(tcuda_dtype dtype);
+/* torch's name without "torch.": "float32", "bfloat16", "complex64", ...;
+ * "unknown" for a value that is not a tcuda_dtype. */
+TCUDA_API const char *tcuda_dtype_name(tcuda_dtype dtype);
+/* Parse a name: the canonical ones above, torch's aliases ("float", "double",
+ * "half", "long", "int", "short", "cfloat", "cdouble", "chalf"), and an
+ * optional "torch." prefix. */
+TCUDA_API tcuda_status tcuda_dtype_from_name(const char *name, tcuda_dtype *out);
+
+/* Each device has a default generator (torch.cuda.default_generators[d]);
+ * users can make their own. A generator is Philox4x32-10 with torch's state:
+ * a 64-bit seed and a 64-bit offset, a multiple of 4, that each fill advances
+ * exactly as torch's kernels do. The same seed and offset give the same bits
+ * as torch on the same GPU model (the launch shape depends on the SM count
+ * and threads per SM). */
+typedef struct tcuda_generator tcuda_generator_t;
+
+/* Size of a state from get_rng_state: uint64 seed, then int64 offset, both
+ * little-endian (torch.cuda.get_rng_state()'s 16 bytes). */
+#define TCUDA_RNG_STATE_SIZE 16
+
+/* The default generator of a device (-1: current). It is created on first
+ * use with a nondeterministic seed (53 bits from the OS, as torch), so until
+ * tcuda_manual_seed its numbers differ from run to run. Never destroyed. */
+TCUDA_API tcuda_status tcuda_default_generator(int device, tcuda_generator_t **out);
+/* torch.cuda.Generator(device).manual_seed(seed): a new generator with
+ * offset 0. Destroy it with tcuda_generator_destroy. */
+TCUDA_API tcuda_status tcuda_generator_create(int device, uint64_t seed, tcuda_generator_t **out);
+/* NULL is fine. A default generator cannot be destroyed (error). Work
+ * already launched with the generator is not affected. */
+TCUDA_API tcuda_status tcuda_generator_destroy(tcuda_generator_t *gen);
+/* Device the generator belongs to, or -1 for NULL. */
+TCUDA_API int tcuda_generator_device(const tcuda_generator_t *gen);
+/* Generator.get_state(): 16 bytes as described at TCUDA_RNG_STATE_SIZE. */
+TCUDA_API tcuda_status tcuda_generator_get_state(tcuda_generator_t *gen,
+                                                 uint8_t state[TCUDA_RNG_STATE_SIZE]);
+/* Generator.set_state(): size 16 (seed, offset) or 8 (seed only; offset 0).
+ * The offset must be a multiple of 4. On error nothing changes. */
+TCUDA_API tcuda_status tcuda_generator_set_state(tcuda_generator_t *gen, const void *state, size_t size);
+/* Generator.manual_seed(seed): seed, and offset 0. */
+TCUDA_API tcuda_status tcuda_generator_manual_seed(tcuda_generator_t *gen, uint64_t seed);
+/* Generator.seed(): a nondeterministic 53-bit seed, offset 0; *seed (may be
+ * NULL) receives it. */
+TCUDA_API tcuda_status tcuda_generator_seed(tcuda_generator_t *gen, uint64_t *seed);
+/* Generator.initial_seed(): the current seed. */
+TCUDA_API tcuda_status tcuda_generator_initial_seed(tcuda_generator_t *gen, uint64_t *seed);
+/* Generator.get_offset() / set_offset(): the Philox offset (multiple of 4). */
+TCUDA_API tcuda_status tcuda_generator_get_offset(tcuda_generator_t *gen, uint64_t *offset);
+TCUDA_API tcuda_status tcuda_generator_set_offset(tcuda_generator_t *gen, uint64_t offset);
+
+/* torch.cuda.get_rng_state(device) / set_rng_state(state, device), on the
+ * default generator of `device` (-1: current). set accepts 16 or 8 bytes as
+ * tcuda_generator_set_state. */
+TCUDA_API tcuda_status tcuda_get_rng_state(int device, uint8_t state[TCUDA_RNG_STATE_SIZE]);
+TCUDA_API tcuda_status tcuda_set_rng_state(int device, const void *state, size_t size);
+/* get_rng_state_all(): device d's state at out + 16*d, for every device;
+ * size must be at least 16 * tcuda_device_count(). */
+TCUDA_API tcuda_status tcuda_get_rng_state_all(uint8_t *out, size_t size);
+/* set_rng_state_all(states): size = 16*k for 1 <= k <= device count; the
+ * k states go to devices 0..k-1. All are checked before any is set. */
+TCUDA_API tcuda_status tcuda_set_rng_state_all(const void *states, size_t size);
+/* torch.cuda.manual_seed / manual_seed_all / seed / seed_all. Without CUDA
+ * they do nothing and succeed ("silently ignored", as torch). seed_all seeds
+ * device 0 nondeterministically and gives every device that same seed. */
+TCUDA_API tcuda_status tcuda_manual_seed(uint64_t seed);
+TCUDA_API tcuda_status tcuda_manual_seed_all(uint64_t seed);
+TCUDA_API tcuda_status tcuda_seed(void);
+TCUDA_API tcuda_status tcuda_seed_all(void);
+/* torch.cuda.initial_seed(), for `device` (-1: current). */
+TCUDA_API tcuda_status tcuda_initial_seed(int device, uint64_t *seed);
+
+/* Fill functions: the values torch's in-place ops write into a contiguous
+ * CUDA tensor of n elements at `buf`, for the same generator state, and the
+ * same offset advance.
+ *  - gen NULL: the default generator of buf's device. A generator must be on
+ *    buf's device.
+ *  - stream NULL: the calling thread's current stream of that device; a given
+ *    stream must be on buf's device. Returns once the work is queued.
+ *  - buf must be device (or managed) memory of at least n elements; it needs
+ *    no alignment beyond the dtype's. NULL is accepted only when n is 0.
+ *  - n = 0 does nothing (no offset advance). Any n is supported: as torch,
+ *    buffers over 2^31-1 bytes are filled in halves (recursively), each half
+ *    with its own draw after one for the whole.
+ *  - Checks are torch's, with its conditions, made before anything changes.
+ * The generator's lock is held while the kernels are queued, so concurrent
+ * fills with one generator get disjoint offsets. */
+
+/* tensor.uniform_(from, to), torch.rand (0, 1). float32, float64, float16,
+ * bfloat16, and complex64/complex128 (real and imaginary parts, 2n values).
+ * from <= to, both in the dtype's range, to - from finite. */
+TCUDA_API tcuda_status tcuda_rand_uniform(tcuda_generator_t *gen, void *buf, size_t n, tcuda_dtype dtype,
+                                          double from, double to, const tcuda_stream_t *stream);
+/* tensor.normal_(mean, std), torch.randn (0, 1). Same dtypes as uniform
+ * (complex: std/sqrt(2) per part). std >= 0. */
+TCUDA_API tcuda_status tcuda_rand_normal(tcuda_generator_t *gen, void *buf, size_t n, tcuda_dtype dtype,
+                                         double mean, double std, const tcuda_stream_t *stream);
+/* tensor.random_(): integers in [0, 2^63) for int64, [0, max] for other
+ * integer types, 0/1 for bool, [0, 2^mantissa_digits] for floating types
+ * (2^24 for float32, 2^53 for float64, 2^11 for float16, 2^8 for bfloat16).
+ * int8/16/32/64, uint8, bool, float16/32/64, bfloat16. */
+TCUDA_API tcuda_status tcuda_rand_random(tcuda_generator_t *gen, void *buf, size_t n, tcuda_dtype dtype,
+                                         const tcuda_stream_t *stream);
+/* tensor.random_(low, high), torch.randint(low, high): [low, high), low < high,
+ * in the dtype's range. Every integer type, bool and the floating types (for
+ * which, as torch, low/high move inwards to values the dtype represents). */
+TCUDA_API tcuda_status tcuda_rand_randint(tcuda_generator_t *gen, void *buf, size_t n, tcuda_dtype dtype,
+                                          int64_t low, int64_t high, const tcuda_stream_t *stream);
+/* tensor.random_(from): [from, max of the dtype] (2^mantissa_digits for
+ * floating types). from = INT64_MIN means all 64 bits (int64, float64,
+ * float32 and bfloat16 only). */
+TCUDA_API tcuda_status tcuda_rand_random_from(tcuda_generator_t *gen, void *buf, size_t n, tcuda_dtype dtype,
+                                              int64_t from, const tcuda_stream_t *stream);
+
 #ifdef __cplusplus
 }
 #endif
