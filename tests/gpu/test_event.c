@@ -122,6 +122,7 @@ static void elapsed_time_checks(void) {
   float ms = -7;
   CHECK_OK(tcuda_event_record(a, &s));
   CHECK_OK(tcuda_event_record(plain, &s));
+  CHECK_OK(tcuda_event_synchronize(a)); /* so only end can be pending below */
   /* 2: one not recorded */
   CHECK_ERR(tcuda_event_elapsed_time(a, b, &ms), TCUDA_ERROR_INVALID_STATE, "(end not recorded)");
   CHECK_ERR(tcuda_event_elapsed_time(b, a, &ms), TCUDA_ERROR_INVALID_STATE, "(start not recorded)");
@@ -201,8 +202,10 @@ static void ipc_handle_in_process(void) {
   CHECK_OK(tcuda_event_synchronize(e));
   tcuda_event_destroy(e);
   CHECK_OK(tcuda_set_device(0));
+}
 
-  /* a handle that is not one */
+/* A handle that is not one: CUDA's error comes back, wrapped. */
+static void junk_ipc_handle(void) {
   unsigned char junk[64];
   memset(junk, 0x5a, sizeof junk);
   tcuda_event_t *out = NULL;
@@ -250,6 +253,7 @@ int main(int argc, char **argv) {
   tc_require_gpu();
   static const tc_test tests[] = {T(lazy_creation),         T(query_before_and_after), T(null_stream_means_current),
                                   T(timing_accuracy),       T(elapsed_time_checks),    T(blocking_sync),
-                                  T(wrong_device),          T(ipc_handle_in_process),  T(racing_first_record)};
+                                  T(wrong_device),          T(ipc_handle_in_process),  T(racing_first_record),
+                                  T(junk_ipc_handle)};
   return tc_run(tests, sizeof tests / sizeof *tests, argc, argv);
 }
