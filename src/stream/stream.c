@@ -60,6 +60,7 @@ static tcuda_status resolve(const char *F, int *device) {
 }
 
 tcuda_status tc_stream_check(const char *F, const char *arg, tcuda_stream_t s) {
+  if (fast_ok(s.device)) return TCUDA_SUCCESS;
   if (s.device < 0)
     return tc_error(TCUDA_ERROR_INVALID_DEVICE, "%s: %s.device is %d, not a device index", F, arg, s.device);
   int d = s.device;
