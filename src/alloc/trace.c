@@ -119,12 +119,14 @@ static tcuda_status bad_number(uint32_t line, const char *what, tok t) {
 static tcuda_status parse_line(const char *s, size_t n, uint32_t line, tc_trace *tr, size_t *cap, id_map *live) {
   tok f[5];
   int nf = 0;
+  /* a NUL anywhere, comments included: not a text trace (and a C string
+   * copy of it would silently end there) */
+  if (memchr(s, 0, n)) return PERR("trace line %u: NUL byte", line);
   for (size_t i = 0; i < n;) {
     if (s[i] == '#') break;
     if (is_space(s[i])) { i++; continue; }
-    if (s[i] == 0) return PERR("trace line %u: NUL byte", line);
     size_t b = i;
-    while (i < n && !is_space(s[i]) && s[i] != '#' && s[i] != 0) i++;
+    while (i < n && !is_space(s[i]) && s[i] != '#') i++;
     if (nf == 5) return PERR("trace line %u: too many fields", line);
     f[nf++] = (tok){s + b, i - b};
   }

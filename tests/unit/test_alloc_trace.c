@@ -96,6 +96,7 @@ static void test_rejections(void) {
   }
   tc_trace t;
   CHECK_ERR(tc_trace_parse("a 1 1\n\0a", 9, &t), TCUDA_ERROR_PARSE, "trace line 2: NUL byte");
+  CHECK_ERR(tc_trace_parse("c\nc # x\0y\n", 11, &t), TCUDA_ERROR_PARSE, "trace line 2: NUL byte");
   CHECK_ERR(tc_trace_parse("a", 1, NULL), TCUDA_ERROR_INVALID_ARGUMENT, "out is NULL");
   CHECK_ERR(tc_trace_parse(NULL, 3, &t), TCUDA_ERROR_INVALID_ARGUMENT, "text is NULL");
 }
