@@ -313,8 +313,10 @@ def main(argv):
             t = pending.pop(0)
             name = t[:-len(".trace")]
             env = dict(os.environ)
-            env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-            env.pop("TCUDA_ALLOC_CONF", None)
+            # PYTORCH_ALLOC_CONF would win over PYTORCH_CUDA_ALLOC_CONF in torch 2.11
+            for k in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF",
+                      "TCUDA_ALLOC_CONF"):
+                env.pop(k, None)
             cfg = os.path.join(tdir, name + ".config")
             if os.path.exists(cfg):
                 with open(cfg) as fh:
