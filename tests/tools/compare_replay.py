@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Compare two replay outputs (JSON arrays of {"stats", "segments"} per
+checkpoint), e.g. `tcuda replay` against a recording from real PyTorch.
+
+  compare_replay.py GOT EXPECTED            exit 0 if equal, else print the
+                                            first difference and exit 1
+  compare_replay.py --count GOT EXPECTED    print "M/N checkpoints match"
+                                            and exit 0
+  --stats-only                              ignore segments
+"""
+import json
+import sys
+
+SEG_KEYS = ("address", "total_size", "allocated_size", "active_size", "requested_size",
+            "stream", "segment_type", "is_expandable")
+BLOCK_KEYS = ("address", "size", "requested_size", "state")
+
+
+def first_diff(got, exp, stats_only):
+    """None if the checkpoints agree, else a one-line description."""
+    gs, es = got.get("stats", {}), exp.get("stats", {})
+    for k in sorted(set(gs) | set(es)):
+        if k not in gs:
+            return f"stats key {k} missing (expected {es[k]})"
+        if k not in es:
+            return f"stats key {k} unexpected (got {gs[k]})"
+        if gs[k] != es[k]:
+            return f"stats {k}: got {gs[k]}, expected {es[k]}"
+    if stats_only:
+        return None
+    gseg = sorted(got.get("segments", []), key=lambda s: s["address"])
+    eseg = sorted(exp.get("segments", []), key=lambda s: s["address"])
+    for i, (g, e) in enumerate(zip(gseg, eseg)):
+        for k in SEG_KEYS:
+            if g.get(k) != e.get(k):
+                return f"segment {i} (expected address {e.get('address')}): {k}: got {g.get(k)}, expected {e.get(k)}"
+        gb, eb = g.get("blocks", []), e.get("blocks", [])
+        for j, (x, y) in enumerate(zip(gb, eb)):
+            for k in BLOCK_KEYS:
+                if x.get(k) != y.get(k):
+                    return (f"segment {i} (address {e.get('address')}) block {j}: {k}: "
+                            f"got {x.get(k)}, expected {y.get(k)}")
+        if len(gb) != len(eb):
+            return f"segment {i} (address {e.get('address')}): {len(gb)} blocks, expected {len(eb)}"
+    if len(gseg) != len(eseg):
+        return f"{len(gseg)} segments, expected {len(eseg)}"
+    return None
+
+
+def main(argv):
+    count = "--count" in argv
+    stats_only = "--stats-only" in argv
+    files = [a for a in argv[1:] if not a.startswith("--")]
+    if len(files) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    with open(files[0]) as f:
+        got = json.load(f)
+    with open(files[1]) as f:
+        exp = json.load(f)
+    n = max(len(got), len(exp))
+    if count:
+        ok = sum(1 for g, e in zip(got, exp) if first_diff(g, e, stats_only) is None)
+        print(f"{ok}/{n} checkpoints match")
+        return 0
+    for i, (g, e) in enumerate(zip(got, exp)):
+        d = first_diff(g, e, stats_only)
+        if d:
+            print(f"checkpoint {i}: {d}")
+            return 1
+    if len(got) != len(exp):
+        print(f"{len(got)} checkpoints, expected {len(exp)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
