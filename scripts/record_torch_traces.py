@@ -2,8 +2,11 @@
 """Record PyTorch's own allocator behaviour for each trace: the ground truth
 that tcuda's replay must reproduce. Run it on the GPU machine.
 
-Usage: scripts/record_torch_traces.py [--out DIR] [--traces DIR] [-j N] [NAME ...]
+Usage: scripts/record_torch_traces.py [--out DIR] [--tar FILE] [--traces DIR] [-j N] [NAME ...]
   --out DIR     where results go (default: $OUT/torch-traces, else ./torch-traces)
+  --tar FILE    also pack DIR into FILE (.tgz). With no --out and $OUT set, this
+                is $OUT/torch-traces.tgz and the loose folder is removed: only
+                8 files come back from $OUT
   --traces DIR  the traces (default: tests/data/torch beside this script)
   -j N          traces recorded at once, each in its own process (default 4)
   NAME ...      only these traces (file names without .trace)
@@ -250,14 +253,18 @@ def main(argv):
     out = None
     tdir = os.path.join(ROOT, "tests", "data", "torch")
     jobs = 4
+    tar = None
+    loose_ok = True
     names = []
     check_only = False
     i = 0
     while i < len(args):
         a = args[i]
-        if a in ("--out", "--traces", "-j") and i + 1 < len(args):
+        if a in ("--out", "--traces", "-j", "--tar") and i + 1 < len(args):
             if a == "--out":
                 out = args[i + 1]
+            elif a == "--tar":
+                tar = args[i + 1]
             elif a == "--traces":
                 tdir = args[i + 1]
             else:
@@ -273,7 +280,12 @@ def main(argv):
             names.append(a[:-len(".trace")] if a.endswith(".trace") else a)
         i += 1
     if out is None:
-        out = os.path.join(os.environ["OUT"], "torch-traces") if os.environ.get("OUT") else "torch-traces"
+        if os.environ.get("OUT"):
+            out = os.path.join(os.environ["OUT"], "torch-traces")
+            tar = tar or os.path.join(os.environ["OUT"], "torch-traces.tgz")
+            loose_ok = False
+        else:
+            out = "torch-traces"
 
     traces = sorted(f for f in os.listdir(tdir) if f.endswith(".trace"))
     if names:
@@ -357,6 +369,14 @@ def main(argv):
         running = still
     ok = sum(1 for rc in results.values() if rc == 0)
     print("recorded %d/%d traces into %s in %.1fs" % (ok, len(traces), out, time.time() - t0))
+    if tar:
+        import shutil
+        import tarfile
+        with tarfile.open(tar, "w:gz") as tf:
+            tf.add(out, arcname=os.path.basename(os.path.normpath(out)))
+        print("packed %s into %s" % (out, tar))
+        if not loose_ok:
+            shutil.rmtree(out, ignore_errors=True)
     return 0 if ok == len(traces) else 1
 
 
