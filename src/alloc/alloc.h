@@ -116,6 +116,43 @@ void tc_snapshot_free(tcuda_snapshot_t *s);
 tcuda_status tc_alloc_block_info(tc_alloc *a, uint64_t addr, uint64_t *block_addr, uint64_t *block_size,
                                  uint64_t *segment_addr, uint64_t *segment_size);
 
+/* ---- engine additions (policy.c, config.c) ---- */
+/* Like tc_alloc_config_parse, with `source` naming where the string came
+ * from in error messages ("PYTORCH_CUDA_ALLOC_CONF: max_split_size_mb: ..."). */
+tcuda_status tc_alloc_config_parse_named(const char *source, const char *conf, tc_alloc_config *cfg);
+/* torch's runtime route (_set_allocator_settings): max_split_size,
+ * roundup_power2_divisions and garbage_collection_threshold go back to their
+ * defaults, the other keys keep *cfg's values, then `conf` is applied. On
+ * error *cfg is unchanged. */
+tcuda_status tc_alloc_config_update(const char *source, const char *conf, tc_alloc_config *cfg);
+/* PyTorch's round_size() under a config (512-rounding or power-2 divisions). */
+uint64_t tc_alloc_round_size(const tc_alloc_config *cfg, uint64_t size);
+/* PyTorch's get_allocation_size(): the segment size for a rounded size. */
+uint64_t tc_alloc_segment_size(uint64_t rounded);
+
+/* Replace the live config (torch's settings are global and read per call).
+ * The max_split_size stat keeps the value from creation, as in torch. */
+void tc_alloc_set_config(tc_alloc *a, const tc_alloc_config *cfg);
+void tc_alloc_get_config(tc_alloc *a, tc_alloc_config *out);
+int tc_alloc_device(const tc_alloc *a);
+/* Free addr if this allocator handed it out: returns 1 and sets *status;
+ * returns 0, with no message and nothing changed, if addr is not its own. */
+int tc_alloc_free_if_owned(tc_alloc *a, uint64_t addr, tcuda_status *status);
+/* record_stream with a stream that lives on another device. */
+tcuda_status tc_alloc_record_stream_on(tc_alloc *a, uint64_t addr, uint64_t stream, int stream_device);
+
+/* Optional trace of PyTorch's TraceEntry actions, called under the
+ * allocator's lock (keep it short; do not call back into the allocator).
+ * addr/size as in torch: alloc = unrounded request, free_* = requested
+ * size, segment_* = segment or mapped size, oom: addr = device free bytes,
+ * size = rounded request, snapshot: size = total active bytes. */
+typedef enum tc_trace_action {
+  TC_TRACE_ALLOC, TC_TRACE_FREE_REQUESTED, TC_TRACE_FREE_COMPLETED, TC_TRACE_SEGMENT_ALLOC,
+  TC_TRACE_SEGMENT_FREE, TC_TRACE_SEGMENT_MAP, TC_TRACE_SEGMENT_UNMAP, TC_TRACE_SNAPSHOT, TC_TRACE_OOM
+} tc_trace_action;
+typedef void (*tc_trace_fn)(void *ctx, tc_trace_action action, uint64_t addr, uint64_t size, uint64_t stream);
+void tc_alloc_set_trace(tc_alloc *a, tc_trace_fn fn, void *ctx);
+
 /* ---- reports (report.c): pure functions of stats and snapshots ---- */
 /* PyTorch's memory_summary() text with the tcuda title. Caller frees. */
 char *tc_report_summary(const tcuda_memory_stats_t *st, int device, int abbreviated);

@@ -1,0 +1,584 @@
+/* The simulated device: a capacity, deterministic addresses, events that
+ * complete only when told. Used by replay, what-if runs and CPU tests.
+ *
+ * The "driver" address model follows what was measured on an H200 with
+ * driver 580 / CUDA 13.0 (allocator-and-rng.md 12.1): VA comes in chunks of
+ * round_up(size, 32 MiB) placed downward; an allocation takes the lowest
+ * free 2 MiB-granular range inside an existing chunk before a new chunk is
+ * made; a chunk goes when its last allocation does. Best-fit ties in the
+ * allocator are broken by address, so this order matters for exactness. */
+#include "alloc/alloc.h"
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MIB ((uint64_t)1 << 20)
+#define UNIT (2 * MIB)
+#define CHUNK_ROUND (32 * MIB)
+#define H200_CAPACITY 150109880320ull
+#define DRIVER_BASE 0x7f0000000000ull /* the driver's first chunk */
+#define ASC_BASE 0x7f0000000000ull
+#define RESERVE_BASE 0x600000000000ull /* cuMemAddressReserve region */
+
+typedef struct sim_chunk {
+  uint64_t base, size;
+  uint8_t *used; /* one byte per 2 MiB unit */
+  size_t nunits, nallocs;
+  int permanent; /* held by the driver: never released */
+} sim_chunk;
+
+typedef struct sim_live {
+  uint64_t addr, size;
+  sim_chunk *chunk; /* NULL for recorded or ascending placements */
+} sim_live;
+
+typedef struct sim_range {
+  uint64_t base, size;
+} sim_range;
+
+typedef struct sim_res {
+  uint64_t addr, size, mapped;
+  uint8_t *pmap; /* one byte per 2 MiB unit */
+} sim_res;
+
+typedef struct sim_event {
+  uint64_t seq, stream;
+  int done;
+} sim_event;
+
+typedef struct sim_sdone {
+  uint64_t stream, seq;
+} sim_sdone;
+
+typedef struct sim {
+  tc_backend be;
+  pthread_mutex_t mu;
+  uint64_t capacity, used;
+  tc_sim_va va;
+  sim_chunk **chunks; /* sorted by base */
+  size_t nchunks, capchunks;
+  sim_live *live;
+  size_t nlive, caplive;
+  sim_range *gaps; /* released chunk ranges (> 32 MiB) open for reuse */
+  size_t ngaps, capgaps;
+  uint64_t lowmark;
+  int first_new_done;
+  uint64_t asc_next;
+  sim_range *rec; /* recorded addresses */
+  size_t nrec, rec_pos;
+  uint64_t rec_low, rec_high;
+  sim_res *res;
+  size_t nres, capres;
+  uint64_t res_next;
+  uint64_t ev_seq, ev_done;
+  sim_sdone *sdone;
+  size_t nsdone, capsdone;
+} sim;
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return 1;
+  size_t c = *cap ? *cap : 8;
+  while (c < need) c *= 2;
+  void *n = realloc(*p, c * elem);
+  if (!n) return 0;
+  *p = n;
+  *cap = c;
+  return 1;
+}
+
+static tcuda_status host_oom(void) { return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "sim: out of host memory"); }
+
+/* ---- chunks ---- */
+
+static sim_chunk *chunk_add(sim *s, uint64_t base, uint64_t size, int permanent) {
+  if (!grow((void **)&s->chunks, &s->capchunks, s->nchunks + 1, sizeof *s->chunks)) return NULL;
+  sim_chunk *c = (sim_chunk *)calloc(1, sizeof *c);
+  if (!c || !(c->used = (uint8_t *)calloc(size / UNIT ? size / UNIT : 1, 1))) {
+    free(c);
+    return NULL;
+  }
+  c->base = base;
+  c->size = size;
+  c->nunits = size / UNIT;
+  c->permanent = permanent;
+  size_t i = 0;
+  while (i < s->nchunks && s->chunks[i]->base < base) i++;
+  memmove(&s->chunks[i + 1], &s->chunks[i], (s->nchunks - i) * sizeof *s->chunks);
+  s->chunks[i] = c;
+  s->nchunks++;
+  if (base < s->lowmark) s->lowmark = base;
+  return c;
+}
+
+static void chunk_remove(sim *s, sim_chunk *c) {
+  size_t i = 0;
+  while (s->chunks[i] != c) i++;
+  memmove(&s->chunks[i], &s->chunks[i + 1], (s->nchunks - i - 1) * sizeof *s->chunks);
+  s->nchunks--;
+  free(c->used);
+  free(c);
+}
+
+static int overlaps_live(const sim *s, uint64_t addr, uint64_t size, size_t *which) {
+  for (size_t i = 0; i < s->nlive; i++) {
+    const sim_live *l = &s->live[i];
+    if (addr < l->addr + l->size && l->addr < addr + size) {
+      if (which) *which = i;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* The driver's gap list: a released chunk of more than 32 MiB leaves a range
+ * that later chunks may take (from its top); adjacent ranges join. */
+static void gap_add(sim *s, uint64_t base, uint64_t size) {
+  for (size_t i = 0; i < s->ngaps; i++) {
+    sim_range *g = &s->gaps[i];
+    if (g->base + g->size == base || base + size == g->base) {
+      uint64_t nb = g->base < base ? g->base : base;
+      uint64_t ns = g->size + size;
+      s->ngaps--;
+      memmove(g, g + 1, (s->ngaps - i) * sizeof *g);
+      gap_add(s, nb, ns);
+      return;
+    }
+  }
+  if (grow((void **)&s->gaps, &s->capgaps, s->ngaps + 1, sizeof *s->gaps)) s->gaps[s->ngaps++] = (sim_range){base, size};
+}
+
+/* Lowest free run of n units inside existing chunks, avoiding recorded
+ * segments. Returns the chunk and unit index. */
+static sim_chunk *find_in_chunks(sim *s, size_t n, size_t *unit) {
+  for (size_t ci = 0; ci < s->nchunks; ci++) {
+    sim_chunk *c = s->chunks[ci];
+    size_t run = 0;
+    for (size_t u = 0; u < c->nunits; u++) {
+      run = c->used[u] ? 0 : run + 1;
+      if (run == n) {
+        size_t start = u + 1 - n;
+        if (s->rec_pos && overlaps_live(s, c->base + start * UNIT, n * UNIT, NULL)) {
+          run = 0;
+          continue;
+        }
+        *unit = start;
+        return c;
+      }
+    }
+  }
+  return NULL;
+}
+
+static tcuda_status place_driver(sim *s, uint64_t size, uint64_t *addr, sim_chunk **owner) {
+  size_t n = (size_t)((size + UNIT - 1) / UNIT), unit = 0;
+  sim_chunk *c = find_in_chunks(s, n, &unit);
+  if (!c) {
+    uint64_t csize = (size + CHUNK_ROUND - 1) / CHUNK_ROUND * CHUNK_ROUND;
+    uint64_t floor = s->lowmark;
+    if (s->rec_pos && s->rec_low < floor) floor = s->rec_low / CHUNK_ROUND * CHUNK_ROUND;
+    uint64_t base = 0;
+    int found = 0;
+    if (!s->first_new_done) {
+      s->first_new_done = 1;
+      base = DRIVER_BASE - 480 * MIB;
+      if (base + csize > floor) base = floor - csize;
+      found = 1;
+    }
+    size_t best = (size_t)-1;
+    for (size_t i = 0; !found && i < s->ngaps; i++)
+      if (s->gaps[i].size >= csize && (best == (size_t)-1 || s->gaps[i].size > s->gaps[best].size)) best = i;
+    if (best != (size_t)-1) {
+      sim_range *g = &s->gaps[best];
+      base = g->base + g->size - csize;
+      if (s->rec_pos && overlaps_live(s, base, csize, NULL)) {
+        best = (size_t)-1;
+      } else {
+        g->size -= csize;
+        if (!g->size) {
+          s->ngaps--;
+          memmove(g, g + 1, (s->ngaps - best) * sizeof *g);
+        }
+        found = 1;
+      }
+    }
+    if (!found) base = floor - csize;
+    c = chunk_add(s, base, csize, 0);
+    if (!c) return host_oom();
+    unit = 0;
+  }
+  memset(c->used + unit, 1, n);
+  c->nallocs++;
+  *addr = c->base + unit * UNIT;
+  *owner = c;
+  return TCUDA_SUCCESS;
+}
+
+/* ---- backend functions ---- */
+
+static tcuda_status sim_segment_alloc(void *ctx, int device, uint64_t size, uint64_t *addr) {
+  sim *s = (sim *)ctx;
+  (void)device;
+  pthread_mutex_lock(&s->mu);
+  tcuda_status st = TCUDA_SUCCESS;
+  if (!size || s->used + size > s->capacity || s->used + size < s->used) {
+    st = TCUDA_ERROR_OUT_OF_MEMORY; /* the policy writes the OOM message */
+    goto out;
+  }
+  if (!grow((void **)&s->live, &s->caplive, s->nlive + 1, sizeof *s->live)) {
+    st = host_oom();
+    goto out;
+  }
+  uint64_t a = 0;
+  sim_chunk *owner = NULL;
+  if (s->rec_pos < s->nrec) {
+    const sim_range *r = &s->rec[s->rec_pos];
+    size_t w;
+    if (r->size != size) {
+      st = tc_error(TCUDA_ERROR_INVALID_STATE,
+                    "replay diverged at segment %zu: recorded size %llu, the allocator asked for %llu",
+                    s->rec_pos + 1, (unsigned long long)r->size, (unsigned long long)size);
+      goto out;
+    }
+    if (overlaps_live(s, r->base, r->size, &w)) {
+      st = tc_error(TCUDA_ERROR_INVALID_STATE,
+                    "replay diverged at segment %zu: recorded address 0x%llx overlaps live segment 0x%llx (%llu bytes)",
+                    s->rec_pos + 1, (unsigned long long)r->base, (unsigned long long)s->live[w].addr,
+                    (unsigned long long)s->live[w].size);
+      goto out;
+    }
+    a = r->base;
+    s->rec_pos++;
+  } else if (s->va == TC_SIM_VA_ASCENDING) {
+    if (s->rec_pos && s->asc_next < s->rec_high) s->asc_next = (s->rec_high + UNIT - 1) / UNIT * UNIT;
+    a = s->asc_next;
+    s->asc_next += (size + UNIT - 1) / UNIT * UNIT;
+  } else {
+    st = place_driver(s, size, &a, &owner);
+    if (st) goto out;
+  }
+  s->live[s->nlive++] = (sim_live){a, size, owner};
+  s->used += size;
+  *addr = a;
+out:
+  pthread_mutex_unlock(&s->mu);
+  return st;
+}
+
+static tcuda_status sim_segment_free(void *ctx, int device, uint64_t addr, uint64_t size) {
+  sim *s = (sim *)ctx;
+  (void)device;
+  pthread_mutex_lock(&s->mu);
+  size_t i = 0;
+  while (i < s->nlive && s->live[i].addr != addr) i++;
+  if (i == s->nlive || s->live[i].size != size) {
+    pthread_mutex_unlock(&s->mu);
+    return tc_error(TCUDA_ERROR_INVALID_POINTER, "sim: segment_free of unknown segment 0x%llx (%llu bytes)",
+                    (unsigned long long)addr, (unsigned long long)size);
+  }
+  sim_chunk *c = s->live[i].chunk;
+  s->live[i] = s->live[--s->nlive];
+  s->used -= size;
+  if (c) {
+    memset(c->used + (addr - c->base) / UNIT, 0, (size + UNIT - 1) / UNIT);
+    if (--c->nallocs == 0 && !c->permanent) {
+      uint64_t base = c->base, csize = c->size;
+      chunk_remove(s, c);
+      /* A released 32 MiB chunk's range was never seen reused. */
+      if (csize > CHUNK_ROUND) gap_add(s, base, csize);
+    }
+  }
+  pthread_mutex_unlock(&s->mu);
+  return TCUDA_SUCCESS;
+}
+
+static sim_res *res_find(sim *s, uint64_t addr, uint64_t size) {
+  for (size_t i = 0; i < s->nres; i++) {
+    sim_res *r = &s->res[i];
+    if (addr >= r->addr && size <= r->size && addr - r->addr <= r->size - size) return r;
+  }
+  return NULL;
+}
+
+static tcuda_status sim_va_reserve(void *ctx, int device, uint64_t size, uint64_t *addr) {
+  sim *s = (sim *)ctx;
+  (void)device;
+  if (!size) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "sim: va_reserve of 0 bytes");
+  pthread_mutex_lock(&s->mu);
+  tcuda_status st = TCUDA_SUCCESS;
+  uint8_t *pmap = NULL;
+  if (!grow((void **)&s->res, &s->capres, s->nres + 1, sizeof *s->res) ||
+      !(pmap = (uint8_t *)calloc((size + UNIT - 1) / UNIT, 1))) {
+    st = host_oom();
+  } else {
+    uint64_t a = s->res_next;
+    s->res_next = (a + size + ((uint64_t)1 << 30)) & ~(((uint64_t)1 << 30) - 1); /* 1 GiB apart */
+    s->res[s->nres++] = (sim_res){a, size, 0, pmap};
+    *addr = a;
+  }
+  pthread_mutex_unlock(&s->mu);
+  return st;
+}
+
+static tcuda_status sim_va_release(void *ctx, int device, uint64_t addr, uint64_t size) {
+  sim *s = (sim *)ctx;
+  (void)device;
+  pthread_mutex_lock(&s->mu);
+  tcuda_status st = TCUDA_SUCCESS;
+  size_t i = 0;
+  while (i < s->nres && s->res[i].addr != addr) i++;
+  if (i == s->nres || s->res[i].size != size)
+    st = tc_error(TCUDA_ERROR_INVALID_POINTER, "sim: va_release of unknown reservation 0x%llx",
+                  (unsigned long long)addr);
+  else if (s->res[i].mapped)
+    st = tc_error(TCUDA_ERROR_INVALID_STATE, "sim: va_release of reservation 0x%llx with %llu bytes still mapped",
+                  (unsigned long long)addr, (unsigned long long)s->res[i].mapped);
+  else {
+    free(s->res[i].pmap);
+    s->res[i] = s->res[--s->nres];
+  }
+  pthread_mutex_unlock(&s->mu);
+  return st;
+}
+
+static tcuda_status sim_map(void *ctx, int device, uint64_t addr, uint64_t size) {
+  sim *s = (sim *)ctx;
+  (void)device;
+  pthread_mutex_lock(&s->mu);
+  tcuda_status st = TCUDA_SUCCESS;
+  sim_res *r = res_find(s, addr, size);
+  if (!r || !size || (addr - r->addr) % UNIT || size % UNIT) {
+    st = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "sim: map of 0x%llx (%llu bytes) outside a reservation or unaligned",
+                  (unsigned long long)addr, (unsigned long long)size);
+    goto out;
+  }
+  size_t u0 = (size_t)((addr - r->addr) / UNIT), n = (size_t)(size / UNIT);
+  for (size_t u = u0; u < u0 + n; u++)
+    if (r->pmap[u]) {
+      st = tc_error(TCUDA_ERROR_INVALID_STATE, "sim: map of 0x%llx: already mapped",
+                    (unsigned long long)(r->addr + u * UNIT));
+      goto out;
+    }
+  if (s->used + size > s->capacity) {
+    st = TCUDA_ERROR_OUT_OF_MEMORY;
+    goto out;
+  }
+  memset(r->pmap + u0, 1, n);
+  r->mapped += size;
+  s->used += size;
+out:
+  pthread_mutex_unlock(&s->mu);
+  return st;
+}
+
+static tcuda_status sim_unmap(void *ctx, int device, uint64_t addr, uint64_t size) {
+  sim *s = (sim *)ctx;
+  (void)device;
+  pthread_mutex_lock(&s->mu);
+  tcuda_status st = TCUDA_SUCCESS;
+  sim_res *r = res_find(s, addr, size);
+  size_t u0 = r ? (size_t)((addr - r->addr) / UNIT) : 0, n = (size_t)(size / UNIT);
+  int ok = r && size && !((addr - r->addr) % UNIT) && !(size % UNIT);
+  for (size_t u = u0; ok && u < u0 + n; u++) ok = r->pmap[u];
+  if (!ok) {
+    st = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "sim: unmap of 0x%llx (%llu bytes): not mapped",
+                  (unsigned long long)addr, (unsigned long long)size);
+  } else {
+    memset(r->pmap + u0, 0, n);
+    r->mapped -= size;
+    s->used -= size;
+  }
+  pthread_mutex_unlock(&s->mu);
+  return st;
+}
+
+static tcuda_status sim_event_record(void *ctx, int device, uint64_t stream, void **event) {
+  sim *s = (sim *)ctx;
+  (void)device;
+  sim_event *e = (sim_event *)calloc(1, sizeof *e);
+  if (!e) return host_oom();
+  pthread_mutex_lock(&s->mu);
+  e->seq = ++s->ev_seq;
+  e->stream = stream;
+  pthread_mutex_unlock(&s->mu);
+  *event = e;
+  return TCUDA_SUCCESS;
+}
+
+static int sim_event_query(void *ctx, void *event) {
+  sim *s = (sim *)ctx;
+  sim_event *e = (sim_event *)event;
+  pthread_mutex_lock(&s->mu);
+  int done = e->done || e->seq <= s->ev_done;
+  for (size_t i = 0; !done && i < s->nsdone; i++)
+    if (s->sdone[i].stream == e->stream && e->seq <= s->sdone[i].seq) done = 1;
+  pthread_mutex_unlock(&s->mu);
+  return done;
+}
+
+static tcuda_status sim_event_synchronize(void *ctx, void *event) {
+  (void)ctx;
+  ((sim_event *)event)->done = 1; /* the host waited: the GPU got there */
+  return TCUDA_SUCCESS;
+}
+
+static void sim_event_release(void *ctx, void *event) {
+  (void)ctx;
+  free(event);
+}
+
+static tcuda_status sim_stream_synchronize(void *ctx, int device, uint64_t stream) {
+  sim *s = (sim *)ctx;
+  (void)device;
+  pthread_mutex_lock(&s->mu);
+  size_t i = 0;
+  while (i < s->nsdone && s->sdone[i].stream != stream) i++;
+  tcuda_status st = TCUDA_SUCCESS;
+  if (i == s->nsdone) {
+    if (grow((void **)&s->sdone, &s->capsdone, s->nsdone + 1, sizeof *s->sdone))
+      s->sdone[s->nsdone++] = (sim_sdone){stream, 0};
+    else
+      st = host_oom();
+  }
+  if (!st) s->sdone[i].seq = s->ev_seq;
+  pthread_mutex_unlock(&s->mu);
+  return st;
+}
+
+static tcuda_status sim_mem_info(void *ctx, int device, uint64_t *free_bytes, uint64_t *total_bytes) {
+  sim *s = (sim *)ctx;
+  (void)device;
+  pthread_mutex_lock(&s->mu);
+  *free_bytes = s->capacity - s->used;
+  *total_bytes = s->capacity;
+  pthread_mutex_unlock(&s->mu);
+  return TCUDA_SUCCESS;
+}
+
+/* ---- recorded addresses ---- */
+
+static int parse_num(const char **p, uint64_t *out) {
+  const char *s = *p;
+  while (*s == ' ' || *s == '\t') s++;
+  if (*s < '0' || *s > '9') return 0;
+  int base = (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) ? 16 : 10;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, base);
+  if (errno || end == s || (base == 16 && end == s + 2)) return 0;
+  *out = v;
+  *p = end;
+  return 1;
+}
+
+static tcuda_status load_addresses(sim *s, const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return tc_error(TCUDA_ERROR_IO, "tc_backend_sim_create: cannot open addresses file '%s': %s", path,
+                    strerror(errno));
+  char line[512];
+  size_t lineno = 0, cap = 0;
+  tcuda_status st = TCUDA_SUCCESS;
+  s->rec_low = UINT64_MAX;
+  while (fgets(line, sizeof line, f)) {
+    lineno++;
+    char *hash = strchr(line, '#');
+    if (hash) *hash = 0;
+    const char *p = line;
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
+    if (!*p) continue;
+    uint64_t a, sz;
+    int ok = parse_num(&p, &a) && parse_num(&p, &sz);
+    while (ok && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) p++;
+    if (!ok || *p || !sz || a + sz < a) {
+      line[strcspn(line, "\r\n")] = 0;
+      st = tc_error(TCUDA_ERROR_PARSE, "tc_backend_sim_create: %s:%zu: expected 'ADDR SIZE', got '%s'", path, lineno,
+                    line);
+      break;
+    }
+    if (!grow((void **)&s->rec, &cap, s->nrec + 1, sizeof *s->rec)) {
+      st = host_oom();
+      break;
+    }
+    s->rec[s->nrec++] = (sim_range){a, sz};
+    if (a < s->rec_low) s->rec_low = a;
+    if (a + sz > s->rec_high) s->rec_high = a + sz;
+  }
+  if (!st && ferror(f)) st = tc_error(TCUDA_ERROR_IO, "tc_backend_sim_create: error reading '%s'", path);
+  fclose(f);
+  return st;
+}
+
+/* ---- lifecycle ---- */
+
+void tc_backend_sim_destroy(tc_backend *be) {
+  if (!be) return;
+  sim *s = (sim *)be->ctx;
+  for (size_t i = 0; i < s->nchunks; i++) {
+    free(s->chunks[i]->used);
+    free(s->chunks[i]);
+  }
+  for (size_t i = 0; i < s->nres; i++) free(s->res[i].pmap);
+  free(s->chunks);
+  free(s->live);
+  free(s->gaps);
+  free(s->rec);
+  free(s->res);
+  free(s->sdone);
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}
+
+tcuda_status tc_backend_sim_create(const tc_sim_options *opt, tc_backend **out) {
+  TC_CHECK_ARG("tc_backend_sim_create", out != NULL, "out");
+  *out = NULL;
+  if (opt && opt->va != TC_SIM_VA_DRIVER && opt->va != TC_SIM_VA_ASCENDING)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "tc_backend_sim_create: unknown address model %d", (int)opt->va);
+  sim *s = (sim *)calloc(1, sizeof *s);
+  if (!s || pthread_mutex_init(&s->mu, NULL)) {
+    free(s);
+    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tc_backend_sim_create: out of host memory");
+  }
+  s->be = (tc_backend){"sim",           s,         sim_segment_alloc, sim_segment_free,      sim_va_reserve,
+                       sim_va_release,  sim_map,   sim_unmap,         sim_event_record,      sim_event_query,
+                       sim_event_synchronize, sim_event_release, sim_stream_synchronize, sim_mem_info};
+  s->capacity = opt && opt->capacity ? opt->capacity : H200_CAPACITY;
+  s->va = opt ? opt->va : TC_SIM_VA_DRIVER;
+  s->asc_next = ASC_BASE;
+  s->res_next = RESERVE_BASE;
+  s->lowmark = UINT64_MAX;
+  tcuda_status st = TCUDA_SUCCESS;
+  if (s->va == TC_SIM_VA_DRIVER) {
+    int streams_first = opt && opt->streams_before_first_malloc;
+    /* The driver's own first chunk: 8 MiB in use (6 MiB if streams were
+     * created before the first cudaMalloc), and one free 2 MiB slot 66 MiB
+     * below it. The chunk's size is not measured; 32 MiB is the unit. */
+    sim_chunk *c0 = chunk_add(s, DRIVER_BASE, CHUNK_ROUND, 1);
+    if (!c0) st = host_oom();
+    else memset(c0->used, 1, streams_first ? 3 : 4);
+    if (!st && !streams_first && !chunk_add(s, DRIVER_BASE - 66 * MIB, UNIT, 1)) st = host_oom();
+  }
+  if (!st && opt && opt->addresses_path) st = load_addresses(s, opt->addresses_path);
+  if (st) {
+    tc_backend_sim_destroy(&s->be);
+    return st;
+  }
+  *out = &s->be;
+  return TCUDA_SUCCESS;
+}
+
+void tc_backend_sim_complete_events(tc_backend *be) {
+  sim *s = (sim *)be->ctx;
+  pthread_mutex_lock(&s->mu);
+  s->ev_done = s->ev_seq;
+  pthread_mutex_unlock(&s->mu);
+}
+
+uint64_t tc_backend_sim_used(const tc_backend *be) {
+  sim *s = (sim *)be->ctx;
+  pthread_mutex_lock(&s->mu);
+  uint64_t u = s->used;
+  pthread_mutex_unlock(&s->mu);
+  return u;
+}

@@ -1,0 +1,265 @@
+/* TCUDA_ALLOC_CONF parsing: PyTorch's "key:value,key:value" syntax and keys.
+ *
+ * The tokenizer splits on , : [ ] and drops whitespace, as torch's
+ * ConfigTokenizer does. Unlike torch we are strict about numbers ("100abc"
+ * and "-5" are errors, where stoi would accept them), because a silently
+ * misread option is worse than a refusal. */
+#include "alloc/alloc.h"
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MIB ((uint64_t)1 << 20)
+#define MAX_TOKENS 256
+#define TOKEN_MAX 64
+
+typedef struct {
+  char tok[MAX_TOKENS][TOKEN_MAX];
+  size_t n;
+} tokens;
+
+void tc_alloc_config_default(tc_alloc_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->max_split_size = UINT64_MAX;
+  cfg->max_non_split_rounding_size = TC_LARGE_BUFFER;
+}
+
+static tcuda_status lex(const char *src, const char *conf, tokens *t) {
+  char buf[TOKEN_MAX];
+  size_t blen = 0;
+  t->n = 0;
+  for (const char *p = conf;; p++) {
+    char c = *p;
+    int special = c == ',' || c == ':' || c == '[' || c == ']';
+    if (c == 0 || special) {
+      if (blen) {
+        if (t->n >= MAX_TOKENS) goto too_many;
+        memcpy(t->tok[t->n], buf, blen);
+        t->tok[t->n++][blen] = 0;
+        blen = 0;
+      }
+      if (c == 0) break;
+      if (t->n >= MAX_TOKENS) goto too_many;
+      t->tok[t->n][0] = c;
+      t->tok[t->n++][1] = 0;
+    } else if (c != ' ' && c != '\t' && c != '\n' && c != '\r' && c != '\v' && c != '\f') {
+      if (blen + 1 >= TOKEN_MAX)
+        return tc_error(TCUDA_ERROR_CONFIG, "%s: token '%.*s...' is too long", src, (int)blen, buf);
+      buf[blen++] = c;
+    }
+  }
+  return TCUDA_SUCCESS;
+too_many:
+  return tc_error(TCUDA_ERROR_CONFIG, "%s: too many tokens (more than %d)", src, MAX_TOKENS);
+}
+
+/* Whole token is a decimal number that fits uint64. */
+static int parse_u64(const char *s, uint64_t *out) {
+  if (!*s) return 0;
+  uint64_t v = 0;
+  for (const char *p = s; *p; p++) {
+    if (*p < '0' || *p > '9') return 0;
+    unsigned d = (unsigned)(*p - '0');
+    if (v > (UINT64_MAX - d) / 10) return 0;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return 1;
+}
+
+static int parse_double(const char *s, double *out) {
+  if (!*s) return 0;
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (*end || errno == ERANGE || isnan(v)) return 0;
+  *out = v;
+  return 1;
+}
+
+static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
+static unsigned log2_floor(uint64_t v) { return 63u - (unsigned)__builtin_clzll(v); }
+
+/* The value token after "key:"; i points at the key. */
+static tcuda_status value_at(const char *src, const tokens *t, size_t *i, const char *key) {
+  if (*i + 1 >= t->n || strcmp(t->tok[*i + 1], ":"))
+    return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: expected ':' after the key", src, key);
+  if (*i + 2 >= t->n)
+    return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: missing value", src, key);
+  *i += 2;
+  return TCUDA_SUCCESS;
+}
+
+static tcuda_status parse_bool(const char *src, const tokens *t, size_t *i, const char *key, int *out) {
+  tcuda_status s = value_at(src, t, i, key);
+  if (s) return s;
+  const char *v = t->tok[*i];
+  if (!strcmp(v, "True")) *out = 1;
+  else if (!strcmp(v, "False")) *out = 0;
+  else return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: expected True or False, got '%s'", src, key, v);
+  return TCUDA_SUCCESS;
+}
+
+/* max_split_size_mb / max_non_split_rounding_mb: MB >= 20 (torch's kLargeBuffer/MB). */
+static tcuda_status parse_mb(const char *src, const tokens *t, size_t *i, const char *key, uint64_t *out) {
+  tcuda_status s = value_at(src, t, i, key);
+  if (s) return s;
+  uint64_t mb;
+  if (!parse_u64(t->tok[*i], &mb) || mb < TC_LARGE_BUFFER / MIB)
+    return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: expected a number >= %llu, got '%s'", src, key,
+                    (unsigned long long)(TC_LARGE_BUFFER / MIB), t->tok[*i]);
+  if (mb > UINT64_MAX / MIB) mb = UINT64_MAX / MIB; /* torch clamps likewise */
+  *out = mb * MIB;
+  return TCUDA_SUCCESS;
+}
+
+static tcuda_status parse_roundup(const char *src, const tokens *t, size_t *i, unsigned div[TC_ROUNDUP_SLOTS]) {
+  static const char *key = "roundup_power2_divisions";
+  tcuda_status s = value_at(src, t, i, key);
+  if (s) return s;
+  if (strcmp(t->tok[*i], "[")) {
+    uint64_t v;
+    if (!parse_u64(t->tok[*i], &v) || !is_pow2(v) || v > (1u << 30))
+      return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: expected a power of 2, got '%s'", src, key, t->tok[*i]);
+    for (int k = 0; k < TC_ROUNDUP_SLOTS; k++) div[k] = (unsigned)v;
+    return TCUDA_SUCCESS;
+  }
+  /* List form [K:V,...,>:V]; K in MB sets slot log2(K) (section 12.6). */
+  int first = 1, have_last = 0;
+  unsigned last = 0;
+  size_t j = *i + 1;
+  for (;;) {
+    if (j >= t->n) return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: missing ']'", src, key);
+    if (!strcmp(t->tok[j], "]")) break;
+    const char *k = t->tok[j];
+    if (j + 2 >= t->n || strcmp(t->tok[j + 1], ":"))
+      return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: expected 'size:divisions' at '%s'", src, key, k);
+    const char *vs = t->tok[j + 2];
+    uint64_t v;
+    if (!parse_u64(vs, &v) || (v && !is_pow2(v)) || v > (1u << 30))
+      return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: divisions must be a power of 2 or 0, got '%s'", src, key, vs);
+    if (!strcmp(k, ">")) {
+      for (unsigned x = have_last ? last + 1 : 0; x < TC_ROUNDUP_SLOTS; x++) div[x] = (unsigned)v;
+    } else {
+      uint64_t mb;
+      if (!parse_u64(k, &mb) || !is_pow2(mb))
+        return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: interval must be a power of 2 (MB) or '>', got '%s'", src,
+                        key, k);
+      unsigned idx = log2_floor(mb);
+      if (idx > TC_ROUNDUP_SLOTS - 1) idx = TC_ROUNDUP_SLOTS - 1;
+      if (first) {
+        for (unsigned x = 0; x < idx; x++) div[x] = (unsigned)v;
+        first = 0;
+      }
+      div[idx] = (unsigned)v;
+      last = idx;
+      have_last = 1;
+    }
+    j += 3;
+    if (j < t->n && !strcmp(t->tok[j], ",")) j++;
+    else if (j >= t->n || strcmp(t->tok[j], "]"))
+      return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: expected ',' or ']' after '%s:%s'", src, key, k, vs);
+  }
+  *i = j;
+  return TCUDA_SUCCESS;
+}
+
+/* Parse onto *cfg in place; the caller keeps a copy for rollback. */
+static tcuda_status parse_into(const char *src, const char *conf, tc_alloc_config *cfg) {
+  tokens *t = (tokens *)malloc(sizeof *t);
+  if (!t) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", src);
+  tcuda_status s = lex(src, conf, t);
+  for (size_t i = 0; !s && i < t->n; i++) {
+    const char *key = t->tok[i];
+    int ignored;
+    if (!strcmp(key, "max_split_size_mb")) {
+      s = parse_mb(src, t, &i, key, &cfg->max_split_size);
+    } else if (!strcmp(key, "max_non_split_rounding_mb")) {
+      s = parse_mb(src, t, &i, key, &cfg->max_non_split_rounding_size);
+    } else if (!strcmp(key, "garbage_collection_threshold")) {
+      s = value_at(src, t, &i, key);
+      double v = 0;
+      if (!s && (!parse_double(t->tok[i], &v) || !(v > 0.0 && v < 1.0)))
+        s = tc_error(TCUDA_ERROR_CONFIG, "%s: %s: expected a number in (0, 1), got '%s'", src, key, t->tok[i]);
+      if (!s) cfg->garbage_collection_threshold = v;
+    } else if (!strcmp(key, "roundup_power2_divisions")) {
+      s = parse_roundup(src, t, &i, cfg->roundup_power2_divisions);
+    } else if (!strcmp(key, "expandable_segments")) {
+      s = parse_bool(src, t, &i, key, &cfg->expandable_segments);
+    } else if (!strcmp(key, "release_lock_on_cudamalloc") || !strcmp(key, "release_lock_on_hipmalloc")) {
+      s = parse_bool(src, t, &i, key, &cfg->release_lock_on_cudamalloc);
+    } else if (!strcmp(key, "backend")) {
+      s = value_at(src, t, &i, key);
+      if (!s && strcmp(t->tok[i], "native"))
+        s = tc_error(TCUDA_ERROR_CONFIG, "%s: backend: only 'native' is supported, got '%s'", src, t->tok[i]);
+    } else if (!strcmp(key, "pinned_use_cuda_host_register") || !strcmp(key, "pinned_use_hip_host_register") ||
+               !strcmp(key, "pinned_use_background_threads") ||
+               !strcmp(key, "graph_capture_record_stream_reuse")) {
+      /* Accepted by torch; they steer its host allocator or graph capture,
+       * which this allocator does not have. Validated, then ignored. */
+      s = parse_bool(src, t, &i, key, &ignored);
+    } else if (!strcmp(key, "pinned_num_register_threads")) {
+      s = value_at(src, t, &i, key);
+      uint64_t v;
+      if (!s && (!parse_u64(t->tok[i], &v) || !is_pow2(v) || v > 128))
+        s = tc_error(TCUDA_ERROR_CONFIG, "%s: %s: expected a power of 2 <= 128, got '%s'", src, key, t->tok[i]);
+    } else if (!strcmp(key, ",") || !strcmp(key, ":") || !strcmp(key, "[") || !strcmp(key, "]")) {
+      s = tc_error(TCUDA_ERROR_CONFIG, "%s: expected a key, got '%s'", src, key);
+    } else {
+      s = tc_error(TCUDA_ERROR_CONFIG, "%s: unknown key '%s'", src, key);
+    }
+    if (!s && i + 1 < t->n) {
+      if (strcmp(t->tok[i + 1], ","))
+        s = tc_error(TCUDA_ERROR_CONFIG, "%s: %s: expected ',' after the value, got '%s'", src, key, t->tok[i + 1]);
+      else
+        i++;
+    }
+  }
+  free(t);
+  return s;
+}
+
+tcuda_status tc_alloc_config_parse_named(const char *source, const char *conf, tc_alloc_config *cfg) {
+  TC_CHECK_ARG("tc_alloc_config_parse", cfg != NULL, "cfg");
+  tc_alloc_config tmp;
+  tc_alloc_config_default(&tmp);
+  if (conf) {
+    tcuda_status s = parse_into(source, conf, &tmp);
+    if (s) return s;
+    snprintf(tmp.text, sizeof tmp.text, "%s", conf);
+  }
+  *cfg = tmp;
+  return TCUDA_SUCCESS;
+}
+
+tcuda_status tc_alloc_config_parse(const char *conf, tc_alloc_config *cfg) {
+  return tc_alloc_config_parse_named("TCUDA_ALLOC_CONF", conf, cfg);
+}
+
+tcuda_status tc_alloc_config_update(const char *source, const char *conf, tc_alloc_config *cfg) {
+  TC_CHECK_ARG("tc_alloc_config_update", cfg != NULL, "cfg");
+  TC_CHECK_ARG("tc_alloc_config_update", conf != NULL, "conf");
+  /* torch's parseArgs resets these three before every parse; the other keys
+   * keep their earlier values. */
+  tc_alloc_config tmp = *cfg, def;
+  tc_alloc_config_default(&def);
+  tmp.max_split_size = def.max_split_size;
+  memcpy(tmp.roundup_power2_divisions, def.roundup_power2_divisions, sizeof tmp.roundup_power2_divisions);
+  tmp.garbage_collection_threshold = 0;
+  tcuda_status s = parse_into(source, conf, &tmp);
+  if (s) return s;
+  snprintf(tmp.text, sizeof tmp.text, "%s", conf);
+  *cfg = tmp;
+  return TCUDA_SUCCESS;
+}
+
+tcuda_status tc_alloc_config_from_env(tc_alloc_config *cfg) {
+  static const char *vars[] = {"TCUDA_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"};
+  for (size_t k = 0; k < sizeof vars / sizeof *vars; k++) {
+    const char *v = getenv(vars[k]);
+    if (v) return tc_alloc_config_parse_named(vars[k], v, cfg);
+  }
+  return tc_alloc_config_parse_named("TCUDA_ALLOC_CONF", NULL, cfg);
+}

@@ -1,0 +1,1448 @@
+/* The caching allocator engine: PyTorch's DeviceCachingAllocator decisions
+ * and statistics, in pure C over a tc_backend.
+ *
+ * Data structures (all owned by one tc_alloc, guarded by its mutex):
+ *  - free blocks per pool in a treap ordered by (stream, size, addr), which
+ *    gives std::set's lower_bound and in-order walks in O(log n);
+ *  - unmapped expandable blocks in a second treap ordered by (stream, addr);
+ *  - allocated blocks in an open-addressing hash map addr -> block;
+ *  - block structs recycled through a free list, so the hot path does not
+ *    call malloc once the caches are warm.
+ * Where the code says "torch", it mirrors c10/cuda/CUDACachingAllocator.cpp
+ * (2.9-2.11) as described in docs/pytorch/allocator-and-rng.md. */
+#include "alloc/alloc.h"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ONE_EB ((uint64_t)1 << 60)
+#define SLAB_BLOCKS 256
+
+typedef struct tc_block tc_block;
+typedef struct tc_seg tc_seg;
+typedef struct tc_pool tc_pool;
+
+typedef struct tc_use {
+  uint64_t stream;
+  int device;
+} tc_use;
+
+struct tc_block {
+  uint64_t addr, size, requested, stream;
+  tc_block *prev, *next;  /* neighbours inside the segment */
+  tc_block *tl, *tr, *tp; /* treap links */
+  tc_pool *pool;
+  tc_seg *seg;
+  int64_t gc_base;
+  uint32_t prio;
+  int event_count;
+  uint8_t allocated, mapped;
+  uint32_t nuses, capuses;
+  tc_use *uses; /* inl or heap */
+  tc_use inl[2];
+};
+
+typedef struct tc_tree {
+  tc_block *root;
+  int by_addr; /* 0: (stream, size, addr); 1: (stream, addr) */
+} tc_tree;
+
+struct tc_pool {
+  tc_tree blocks, unmapped;
+  int is_small;
+  int pidx; /* TCUDA_STAT_SMALL_POOL or TCUDA_STAT_LARGE_POOL */
+  int64_t gc_calls;
+};
+
+struct tc_seg {
+  tc_seg *lnext, *lprev;
+  tc_block *head;
+  tc_pool *pool;
+  uint64_t stream, addr, size; /* cudaMalloc range, or the VA reservation */
+  int expandable;
+  uint64_t page, npages; /* expandable: handle size and count */
+  uint8_t *pmap;         /* expandable: 1 per mapped page */
+};
+
+typedef struct tc_evrec {
+  void *ev;
+  tc_block *b;
+} tc_evrec;
+
+typedef struct tc_evq {
+  uint64_t stream;
+  tc_evrec *q;
+  size_t head, len, cap; /* ring, cap a power of 2 */
+} tc_evq;
+
+typedef struct tc_slot {
+  uint64_t key;
+  tc_block *b;
+} tc_slot;
+
+struct tc_alloc {
+  pthread_mutex_t mu;
+  int device;
+  const tc_backend *be;
+  tc_alloc_config cfg;
+  uint64_t total_memory;
+  int has_allowed;
+  uint64_t allowed_max;
+  uint64_t total_allocated;
+  tcuda_memory_stats_t st;
+  tc_pool small, large;
+  tc_slot *ht;
+  size_t ht_cap, ht_len;
+  unsigned ht_bits;
+  tc_block *freelist;
+  size_t nfree;
+  void **slabs;
+  size_t nslabs, capslabs;
+  tc_seg *segs;
+  tc_evq *evq; /* sorted by stream */
+  size_t nevq, capevq;
+  uint64_t rng;
+  tc_trace_fn trace;
+  void *trace_ctx;
+};
+
+/* ------------------------------------------------------------------ */
+/* stats                                                                */
+
+static inline void st_inc(tcuda_stat_t *s, int64_t n) {
+  s->current += n;
+  if (s->current > s->peak) s->peak = s->current;
+  s->allocated += n;
+}
+static inline void st_dec(tcuda_stat_t *s, int64_t n) {
+  s->current -= n;
+  s->freed += n;
+}
+static inline void arr_inc(tcuda_stat_t *arr, int pidx, int64_t n) {
+  st_inc(&arr[TCUDA_STAT_ALL], n);
+  st_inc(&arr[pidx], n);
+}
+static inline void arr_dec(tcuda_stat_t *arr, int pidx, int64_t n) {
+  st_dec(&arr[TCUDA_STAT_ALL], n);
+  st_dec(&arr[pidx], n);
+}
+
+#define TRACE(a, act, addr, size, stream)                                     \
+  do {                                                                        \
+    if ((a)->trace) (a)->trace((a)->trace_ctx, (act), (addr), (size), (stream)); \
+  } while (0)
+
+/* ------------------------------------------------------------------ */
+/* sizes                                                                */
+
+static unsigned log2_floor(uint64_t v) { return 63u - (unsigned)__builtin_clzll(v); }
+
+static uint64_t next_division(uint64_t size, uint64_t divisions) {
+  if (!(size & (size - 1))) return size;
+  uint64_t floor2 = (uint64_t)1 << log2_floor(size);
+  uint64_t step = floor2 >> log2_floor(divisions);
+  if (step == 0) return floor2 << 1;
+  uint64_t down = size & ~(step - 1);
+  return down == size ? size : down + step;
+}
+
+uint64_t tc_alloc_round_size(const tc_alloc_config *cfg, uint64_t size) {
+  if (size < TC_MIN_BLOCK_SIZE) return TC_MIN_BLOCK_SIZE;
+  int idx = (int)log2_floor(size) - 20; /* slots start at 1 MiB */
+  if (idx < 0) idx = 0;
+  if (idx > TC_ROUNDUP_SLOTS - 1) idx = TC_ROUNDUP_SLOTS - 1;
+  uint64_t d = cfg->roundup_power2_divisions[idx];
+  if (d > 1 && size > TC_MIN_BLOCK_SIZE * d) return next_division(size, d);
+  return TC_MIN_BLOCK_SIZE * ((size + TC_MIN_BLOCK_SIZE - 1) / TC_MIN_BLOCK_SIZE);
+}
+
+uint64_t tc_alloc_segment_size(uint64_t size) {
+  if (size <= TC_SMALL_SIZE) return TC_SMALL_BUFFER;
+  if (size < TC_MIN_LARGE_ALLOC) return TC_LARGE_BUFFER;
+  return TC_ROUND_LARGE * ((size + TC_ROUND_LARGE - 1) / TC_ROUND_LARGE);
+}
+
+/* torch's c10 format_size(), for the OOM message. */
+static void format_size(char *out, size_t n, uint64_t v) {
+  if (v <= 1024) snprintf(out, n, "%llu bytes", (unsigned long long)v);
+  else if (v <= ((uint64_t)1 << 20)) snprintf(out, n, "%.2f KiB", (double)v / 1024.0);
+  else if (v <= ((uint64_t)1 << 30)) snprintf(out, n, "%.2f MiB", (double)v / 1048576.0);
+  else snprintf(out, n, "%.2f GiB", (double)v / 1073741824.0);
+}
+
+/* ------------------------------------------------------------------ */
+/* block structs                                                        */
+
+static tcuda_status reserve_blocks(tc_alloc *a, size_t n) {
+  while (a->nfree < n) {
+    if (a->nslabs == a->capslabs) {
+      size_t cap = a->capslabs ? 2 * a->capslabs : 16;
+      void **ns = (void **)realloc(a->slabs, cap * sizeof *ns);
+      if (!ns) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory");
+      a->slabs = ns;
+      a->capslabs = cap;
+    }
+    tc_block *slab = (tc_block *)malloc(SLAB_BLOCKS * sizeof *slab);
+    if (!slab) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory");
+    a->slabs[a->nslabs++] = slab;
+    for (size_t i = 0; i < SLAB_BLOCKS; i++) {
+      slab[i].next = a->freelist;
+      a->freelist = &slab[i];
+    }
+    a->nfree += SLAB_BLOCKS;
+  }
+  return TCUDA_SUCCESS;
+}
+
+/* Callers reserve first, so this cannot fail. */
+static tc_block *new_block(tc_alloc *a, tc_seg *seg, uint64_t addr, uint64_t size) {
+  tc_block *b = a->freelist;
+  a->freelist = b->next;
+  a->nfree--;
+  memset(b, 0, sizeof *b);
+  b->uses = b->inl;
+  b->capuses = 2;
+  b->addr = addr;
+  b->size = size;
+  b->seg = seg;
+  b->pool = seg->pool;
+  b->stream = seg->stream;
+  b->mapped = 1;
+  return b;
+}
+
+static void del_block(tc_alloc *a, tc_block *b) {
+  if (b->uses != b->inl) free(b->uses);
+  b->next = a->freelist;
+  a->freelist = b;
+  a->nfree++;
+}
+
+/* ------------------------------------------------------------------ */
+/* treap                                                                */
+
+static inline uint32_t next_prio(tc_alloc *a) {
+  uint64_t x = a->rng;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  a->rng = x;
+  return (uint32_t)(x >> 32);
+}
+
+static inline int key_less(const tc_tree *t, const tc_block *x, uint64_t stream, uint64_t size, uint64_t addr) {
+  if (x->stream != stream) return x->stream < stream;
+  if (!t->by_addr && x->size != size) return x->size < size;
+  return x->addr < addr;
+}
+
+static void rotate_up(tc_tree *t, tc_block *x) {
+  tc_block *p = x->tp, *g = p->tp;
+  if (p->tl == x) {
+    p->tl = x->tr;
+    if (x->tr) x->tr->tp = p;
+    x->tr = p;
+  } else {
+    p->tr = x->tl;
+    if (x->tl) x->tl->tp = p;
+    x->tl = p;
+  }
+  p->tp = x;
+  x->tp = g;
+  if (!g) t->root = x;
+  else if (g->tl == p) g->tl = x;
+  else g->tr = x;
+}
+
+static void tree_insert(tc_alloc *a, tc_tree *t, tc_block *b) {
+  b->tl = b->tr = NULL;
+  b->prio = next_prio(a);
+  tc_block *cur = t->root, *parent = NULL;
+  int left = 0;
+  while (cur) {
+    parent = cur;
+    left = !key_less(t, cur, b->stream, b->size, b->addr); /* b < cur: keys are unique */
+    cur = left ? cur->tl : cur->tr;
+  }
+  b->tp = parent;
+  if (!parent) t->root = b;
+  else if (left) parent->tl = b;
+  else parent->tr = b;
+  while (b->tp && b->tp->prio > b->prio) rotate_up(t, b);
+}
+
+static void tree_erase(tc_tree *t, tc_block *b) {
+  while (b->tl || b->tr) {
+    tc_block *c = !b->tl ? b->tr : !b->tr ? b->tl : (b->tl->prio < b->tr->prio ? b->tl : b->tr);
+    rotate_up(t, c);
+  }
+  tc_block *p = b->tp;
+  if (!p) t->root = NULL;
+  else if (p->tl == b) p->tl = NULL;
+  else p->tr = NULL;
+  b->tp = NULL;
+}
+
+/* First element >= key, or NULL (end). */
+static tc_block *lower_bound(const tc_tree *t, uint64_t stream, uint64_t size, uint64_t addr) {
+  tc_block *cur = t->root, *res = NULL;
+  while (cur) {
+    if (key_less(t, cur, stream, size, addr)) cur = cur->tr;
+    else {
+      res = cur;
+      cur = cur->tl;
+    }
+  }
+  return res;
+}
+
+static tc_block *tree_first(const tc_tree *t) {
+  tc_block *b = t->root;
+  if (b) while (b->tl) b = b->tl;
+  return b;
+}
+static tc_block *tree_last(const tc_tree *t) {
+  tc_block *b = t->root;
+  if (b) while (b->tr) b = b->tr;
+  return b;
+}
+static tc_block *tree_next(tc_block *b) {
+  if (b->tr) {
+    b = b->tr;
+    while (b->tl) b = b->tl;
+    return b;
+  }
+  while (b->tp && b->tp->tr == b) b = b->tp;
+  return b->tp;
+}
+static tc_block *tree_prev(tc_block *b) {
+  if (b->tl) {
+    b = b->tl;
+    while (b->tr) b = b->tr;
+    return b;
+  }
+  while (b->tp && b->tp->tl == b) b = b->tp;
+  return b->tp;
+}
+
+/* torch's insert_into_blocks: the GC age starts now. */
+static inline void pool_insert(tc_alloc *a, tc_pool *p, tc_block *b) {
+  b->gc_base = p->gc_calls;
+  tree_insert(a, &p->blocks, b);
+}
+
+/* ------------------------------------------------------------------ */
+/* hash map of allocated blocks                                         */
+
+static inline size_t ht_home(const tc_alloc *a, uint64_t key) {
+  return (size_t)(((key >> 9) * 0x9E3779B97F4A7C15ull) >> (64 - a->ht_bits));
+}
+
+static tc_block *ht_find(const tc_alloc *a, uint64_t key) {
+  size_t mask = a->ht_cap - 1, i = ht_home(a, key);
+  for (;;) {
+    uint64_t k = a->ht[i].key;
+    if (k == key) return a->ht[i].b;
+    if (!k) return NULL;
+    i = (i + 1) & mask;
+  }
+}
+
+static void ht_put(tc_alloc *a, uint64_t key, tc_block *b) {
+  size_t mask = a->ht_cap - 1, i = ht_home(a, key);
+  while (a->ht[i].key) i = (i + 1) & mask;
+  a->ht[i].key = key;
+  a->ht[i].b = b;
+  a->ht_len++;
+}
+
+static tcuda_status ht_reserve(tc_alloc *a) {
+  if ((a->ht_len + 1) * 10 <= a->ht_cap * 7) return TCUDA_SUCCESS;
+  tc_slot *old = a->ht;
+  size_t oldcap = a->ht_cap;
+  tc_slot *nt = (tc_slot *)calloc(oldcap * 2, sizeof *nt);
+  if (!nt) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory");
+  a->ht = nt;
+  a->ht_cap = oldcap * 2;
+  a->ht_bits++;
+  a->ht_len = 0;
+  for (size_t i = 0; i < oldcap; i++)
+    if (old[i].key) ht_put(a, old[i].key, old[i].b);
+  free(old);
+  return TCUDA_SUCCESS;
+}
+
+/* Remove key; returns its block or NULL. Backward-shift deletion keeps
+ * probe chains intact without tombstones. */
+static tc_block *ht_take(tc_alloc *a, uint64_t key) {
+  size_t mask = a->ht_cap - 1, i = ht_home(a, key);
+  for (;;) {
+    uint64_t k = a->ht[i].key;
+    if (!k) return NULL;
+    if (k == key) break;
+    i = (i + 1) & mask;
+  }
+  tc_block *b = a->ht[i].b;
+  size_t j = i;
+  for (;;) {
+    j = (j + 1) & mask;
+    if (!a->ht[j].key) break;
+    size_t h = ht_home(a, a->ht[j].key);
+    /* Move j back to i unless its home lies cyclically in (i, j]. */
+    int stays = (i <= j) ? (i < h && h <= j) : (i < h || h <= j);
+    if (!stays) {
+      a->ht[i] = a->ht[j];
+      i = j;
+    }
+  }
+  a->ht[i].key = 0;
+  a->ht[i].b = NULL;
+  a->ht_len--;
+  return b;
+}
+
+/* ------------------------------------------------------------------ */
+/* segments                                                             */
+
+static void seg_link(tc_alloc *a, tc_seg *s) {
+  s->lprev = NULL;
+  s->lnext = a->segs;
+  if (a->segs) a->segs->lprev = s;
+  a->segs = s;
+}
+static void seg_unlink_free(tc_alloc *a, tc_seg *s) {
+  if (s->lprev) s->lprev->lnext = s->lnext;
+  else a->segs = s->lnext;
+  if (s->lnext) s->lnext->lprev = s->lprev;
+  free(s->pmap);
+  free(s);
+}
+
+static inline int is_split(const tc_block *b) { return b->prev || b->next; }
+
+/* torch's try_merge_blocks: dst absorbs src; returns the size absorbed. */
+static uint64_t try_merge(tc_alloc *a, tc_block *dst, tc_block *src) {
+  if (!src || src->allocated || src->event_count > 0 || src->nuses || dst->mapped != src->mapped) return 0;
+  if (dst->prev == src) {
+    dst->addr = src->addr;
+    dst->prev = src->prev;
+    if (dst->prev) dst->prev->next = dst;
+    else dst->seg->head = dst;
+  } else {
+    dst->next = src->next;
+    if (dst->next) dst->next->prev = dst;
+  }
+  uint64_t sub = src->size;
+  dst->size += sub;
+  tree_erase(src->mapped ? &src->pool->blocks : &src->pool->unmapped, src);
+  del_block(a, src);
+  return sub;
+}
+
+/* torch's free_block: merge, back into the free set, net inactive_split. */
+static void free_block(tc_alloc *a, tc_block *b) {
+  tc_pool *pool = b->pool;
+  TRACE(a, TC_TRACE_FREE_COMPLETED, b->addr, b->requested, b->stream);
+  uint64_t orig_size = b->size, req = b->requested;
+  int64_t net_n = 0, net_b = 0;
+  tc_block *cand[2] = {b->prev, b->next};
+  for (int k = 0; k < 2; k++) {
+    uint64_t sub = try_merge(a, b, cand[k]);
+    if (sub) {
+      net_n -= 1;
+      net_b -= (int64_t)sub;
+    }
+  }
+  pool_insert(a, pool, b);
+  if (is_split(b)) {
+    net_n += 1;
+    net_b += (int64_t)b->size;
+  }
+  int p = pool->pidx;
+  if (!b->seg->expandable) {
+    if (net_n > 0) arr_inc(a->st.inactive_split, p, net_n);
+    else if (net_n < 0) arr_dec(a->st.inactive_split, p, -net_n);
+    if (net_b > 0) arr_inc(a->st.inactive_split_bytes, p, net_b);
+    else if (net_b < 0) arr_dec(a->st.inactive_split_bytes, p, -net_b);
+  }
+  arr_dec(a->st.active, p, 1);
+  arr_dec(a->st.active_bytes, p, (int64_t)orig_size);
+  arr_dec(a->st.requested_bytes, p, (int64_t)req);
+}
+
+/* torch's release_block: cudaFree one whole unsplit segment. */
+static tcuda_status release_block(tc_alloc *a, tc_block *b) {
+  tcuda_status s = a->be->segment_free(a->be->ctx, a->device, b->addr, b->size);
+  if (s) return s;
+  tc_pool *pool = b->pool;
+  a->st.num_device_free++;
+  TRACE(a, TC_TRACE_SEGMENT_FREE, b->addr, b->size, b->stream);
+  a->total_allocated -= b->size;
+  arr_dec(a->st.segment, pool->pidx, 1);
+  arr_dec(a->st.reserved_bytes, pool->pidx, (int64_t)b->size);
+  if (b->size >= a->cfg.max_split_size) st_dec(&a->st.oversize_segments, 1);
+  tree_erase(&pool->blocks, b);
+  seg_unlink_free(a, b->seg);
+  del_block(a, b);
+  return TCUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ */
+/* expandable segments                                                  */
+
+static inline int allocatable(const tc_block *b) {
+  return b && !b->allocated && b->event_count == 0 && b->nuses == 0;
+}
+
+static int has_space(const tc_block *b, uint64_t size) {
+  uint64_t bytes = 0;
+  while (bytes < size && allocatable(b)) {
+    bytes += b->size;
+    b = b->next;
+  }
+  return bytes >= size;
+}
+
+/* Returns 1 mapped, 0 device OOM, or an error status negated. */
+static int map_block(tc_alloc *a, tc_block *to_map, uint64_t size, tcuda_status *err) {
+  tc_seg *seg = to_map->seg;
+  uint64_t off = to_map->addr - seg->addr;
+  uint64_t begin = off / seg->page, end = (off + size + seg->page - 1) / seg->page;
+  if (begin == end) return 0;
+  tcuda_status s = reserve_blocks(a, 1);
+  if (s) return *err = s, -1;
+  uint64_t maddr = seg->addr + begin * seg->page, msize = (end - begin) * seg->page;
+  s = a->be->map(a->be->ctx, a->device, maddr, msize);
+  if (s == TCUDA_ERROR_OUT_OF_MEMORY) return 0;
+  if (s) return *err = s, -1;
+  memset(seg->pmap + begin, 1, end - begin);
+  tc_pool *pool = to_map->pool;
+  tree_erase(&pool->unmapped, to_map);
+  to_map->mapped = 1;
+  if (msize < to_map->size) {
+    tc_block *rem = new_block(a, seg, to_map->addr + msize, to_map->size - msize);
+    rem->mapped = 0;
+    rem->prev = to_map;
+    rem->next = to_map->next;
+    if (rem->next) rem->next->prev = rem;
+    to_map->next = rem;
+    tree_insert(a, &pool->unmapped, rem);
+    to_map->size = msize;
+  }
+  try_merge(a, to_map, to_map->prev);
+  try_merge(a, to_map, to_map->next);
+  pool_insert(a, pool, to_map);
+  a->total_allocated += msize;
+  arr_inc(a->st.reserved_bytes, pool->pidx, (int64_t)msize);
+  a->st.num_device_alloc++;
+  TRACE(a, TC_TRACE_SEGMENT_MAP, maddr, msize, to_map->stream);
+  return 1;
+}
+
+/* The lowest address, in an existing (stream, pool) segment, where free plus
+ * unmapped space fits `size`; a new VA reservation when none does. */
+static tc_block *find_expandable_block(tc_alloc *a, tc_pool *pool, uint64_t stream, uint64_t size,
+                                       tcuda_status *err) {
+  for (tc_block *c = lower_bound(&pool->unmapped, stream, 0, 0); c && c->stream == stream; c = tree_next(c)) {
+    const tc_block *cand = allocatable(c->prev) ? c->prev : c;
+    if (has_space(cand, size)) return (tc_block *)cand;
+  }
+  tcuda_status s = reserve_blocks(a, 1);
+  if (s) return *err = s, NULL;
+  uint64_t page = pool->is_small ? TC_SMALL_BUFFER : TC_LARGE_BUFFER;
+  uint64_t total = a->total_memory;
+  uint64_t npages = (total + total / 8 + page - 1) / page;
+  if (!npages) npages = 1;
+  tc_seg *seg = (tc_seg *)calloc(1, sizeof *seg);
+  uint8_t *pmap = (uint8_t *)calloc(npages, 1);
+  if (!seg || !pmap) {
+    free(seg);
+    free(pmap);
+    return *err = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory"), NULL;
+  }
+  uint64_t base = 0;
+  s = a->be->va_reserve(a->be->ctx, a->device, page * npages, &base);
+  if (s) {
+    free(seg);
+    free(pmap);
+    return *err = s, NULL;
+  }
+  seg->pool = pool;
+  seg->stream = stream;
+  seg->addr = base;
+  seg->size = page * npages;
+  seg->expandable = 1;
+  seg->page = page;
+  seg->npages = npages;
+  seg->pmap = pmap;
+  seg_link(a, seg);
+  tc_block *b = new_block(a, seg, base, seg->size);
+  b->mapped = 0;
+  seg->head = b;
+  tree_insert(a, &pool->unmapped, b);
+  return b;
+}
+
+static int try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, uint64_t size, tc_block **out,
+                                   tcuda_status *err) {
+  tcuda_status s = TCUDA_SUCCESS;
+  tc_block *c = find_expandable_block(a, pool, stream, size, &s);
+  if (!c) return *err = s, -1;
+  if (!c->mapped) {
+    int r = map_block(a, c, c->size < size ? c->size : size, err);
+    if (r <= 0) return r;
+  }
+  while (c->size < size) {
+    tc_block *nc = c->next;
+    if (!nc || nc->mapped || !allocatable(nc)) return 0; /* cannot happen: has_space checked */
+    uint64_t rem = size - c->size;
+    int r = map_block(a, nc, rem < nc->size ? rem : nc->size, err);
+    if (r <= 0) return r;
+    c = nc;
+  }
+  tree_erase(&pool->blocks, c);
+  *out = c;
+  return 1;
+}
+
+/* torch's unmap_block: give back the whole pages inside a free block. */
+static tcuda_status unmap_block(tc_alloc *a, tc_block *b) {
+  tc_seg *seg = b->seg;
+  uint64_t off = b->addr - seg->addr;
+  uint64_t begin = (off + seg->page - 1) / seg->page, end = (off + b->size) / seg->page;
+  if (begin >= end) return TCUDA_SUCCESS;
+  tcuda_status s = reserve_blocks(a, 2);
+  if (s) return s;
+  s = a->be->stream_synchronize(a->be->ctx, a->device, seg->stream);
+  if (s) return s;
+  uint64_t uaddr = seg->addr + begin * seg->page, usize = (end - begin) * seg->page;
+  s = a->be->unmap(a->be->ctx, a->device, uaddr, usize);
+  if (s) return s;
+  memset(seg->pmap + begin, 0, end - begin);
+  tc_pool *pool = b->pool;
+  tree_erase(&pool->blocks, b);
+  uint64_t before = uaddr - b->addr, after = b->size - before - usize;
+  if (before) {
+    tc_block *bf = new_block(a, seg, b->addr, before);
+    bf->prev = b->prev;
+    bf->next = b;
+    if (bf->prev) bf->prev->next = bf;
+    else seg->head = bf;
+    b->prev = bf;
+    pool_insert(a, pool, bf);
+  }
+  if (after) {
+    tc_block *af = new_block(a, seg, uaddr + usize, after);
+    af->prev = b;
+    af->next = b->next;
+    if (af->next) af->next->prev = af;
+    b->next = af;
+    pool_insert(a, pool, af);
+  }
+  b->addr = uaddr;
+  b->size = usize;
+  b->mapped = 0;
+  try_merge(a, b, b->prev);
+  try_merge(a, b, b->next);
+  tree_insert(a, &pool->unmapped, b);
+  a->total_allocated -= usize;
+  arr_dec(a->st.reserved_bytes, pool->pidx, (int64_t)usize);
+  a->st.num_device_free++;
+  TRACE(a, TC_TRACE_SEGMENT_UNMAP, uaddr, usize, b->stream);
+  return TCUDA_SUCCESS;
+}
+
+static tcuda_status release_expandable_segment(tc_alloc *a, tc_block *b) {
+  tc_seg *seg = b->seg;
+  tcuda_status s = a->be->va_release(a->be->ctx, a->device, seg->addr, seg->size);
+  if (s) return s;
+  tree_erase(&b->pool->unmapped, b);
+  seg_unlink_free(a, seg);
+  del_block(a, b);
+  return TCUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ */
+/* events (record_stream)                                               */
+
+static void evq_remove_empty(tc_alloc *a) {
+  size_t w = 0;
+  for (size_t r = 0; r < a->nevq; r++) {
+    if (a->evq[r].len) a->evq[w++] = a->evq[r];
+    else free(a->evq[r].q);
+  }
+  a->nevq = w;
+}
+
+static tcuda_status process_events(tc_alloc *a) {
+  if (!a->nevq) return TCUDA_SUCCESS;
+  tcuda_status s = TCUDA_SUCCESS;
+  /* Streams in ascending order; torch walks a hash map, so its order across
+   * streams is arbitrary. Within a stream it is FIFO, as here. */
+  for (size_t i = 0; i < a->nevq && !s; i++) {
+    tc_evq *q = &a->evq[i];
+    while (q->len) {
+      tc_evrec *r = &q->q[q->head];
+      int done = a->be->event_query(a->be->ctx, r->ev);
+      if (done == 0) break;
+      if (done < 0) { /* the backend has set the message */
+        s = tcuda_last_status() ? tcuda_last_status() : TCUDA_ERROR_CUDA;
+        break;
+      }
+      a->be->event_release(a->be->ctx, r->ev);
+      tc_block *b = r->b;
+      q->head = (q->head + 1) & (q->cap - 1);
+      q->len--;
+      if (--b->event_count == 0) free_block(a, b);
+    }
+  }
+  evq_remove_empty(a);
+  return s;
+}
+
+static tcuda_status synchronize_and_free_events(tc_alloc *a) {
+  a->st.num_sync_all_streams++;
+  tcuda_status s = TCUDA_SUCCESS;
+  for (size_t i = 0; i < a->nevq && !s; i++) {
+    tc_evq *q = &a->evq[i];
+    while (q->len) {
+      tc_evrec *r = &q->q[q->head];
+      s = a->be->event_synchronize(a->be->ctx, r->ev);
+      if (s) break;
+      a->be->event_release(a->be->ctx, r->ev);
+      tc_block *b = r->b;
+      q->head = (q->head + 1) & (q->cap - 1);
+      q->len--;
+      if (--b->event_count == 0) free_block(a, b);
+    }
+  }
+  evq_remove_empty(a);
+  return s;
+}
+
+static tc_evq *evq_get(tc_alloc *a, uint64_t stream) {
+  size_t i = 0;
+  while (i < a->nevq && a->evq[i].stream < stream) i++;
+  if (i < a->nevq && a->evq[i].stream == stream) return &a->evq[i];
+  if (a->nevq == a->capevq) {
+    size_t cap = a->capevq ? 2 * a->capevq : 4;
+    tc_evq *n = (tc_evq *)realloc(a->evq, cap * sizeof *n);
+    if (!n) return NULL;
+    a->evq = n;
+    a->capevq = cap;
+  }
+  memmove(&a->evq[i + 1], &a->evq[i], (a->nevq - i) * sizeof *a->evq);
+  memset(&a->evq[i], 0, sizeof a->evq[i]);
+  a->evq[i].stream = stream;
+  a->nevq++;
+  return &a->evq[i];
+}
+
+static int evq_grow(tc_evq *q) {
+  if (q->len < q->cap) return 1;
+  size_t cap = q->cap ? 2 * q->cap : 8;
+  tc_evrec *n = (tc_evrec *)malloc(cap * sizeof *n);
+  if (!n) return 0;
+  for (size_t k = 0; k < q->len; k++) n[k] = q->q[(q->head + k) & (q->cap - 1)];
+  free(q->q);
+  q->q = n;
+  q->cap = cap;
+  q->head = 0;
+  return 1;
+}
+
+/* torch's insert_events: one event per stream that used the block. All or
+ * nothing: on failure no event stays recorded and the block is unchanged. */
+static tcuda_status insert_events(tc_alloc *a, tc_block *b) {
+  for (uint32_t k = 0; k < b->nuses; k++) {
+    tc_evq *q = evq_get(a, b->uses[k].stream);
+    if (!q || !evq_grow(q)) {
+      evq_remove_empty(a);
+      return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory");
+    }
+  }
+  void *small[8], **evs = small;
+  if (b->nuses > 8 && !(evs = (void **)malloc(b->nuses * sizeof *evs))) {
+    evq_remove_empty(a);
+    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory");
+  }
+  for (uint32_t k = 0; k < b->nuses; k++) {
+    tcuda_status s = a->be->event_record(a->be->ctx, b->uses[k].device, b->uses[k].stream, &evs[k]);
+    if (s) {
+      while (k--) a->be->event_release(a->be->ctx, evs[k]);
+      if (evs != small) free(evs);
+      evq_remove_empty(a);
+      return s;
+    }
+  }
+  for (uint32_t k = 0; k < b->nuses; k++) {
+    tc_evq *q = evq_get(a, b->uses[k].stream); /* exists, has room */
+    q->q[(q->head + q->len) & (q->cap - 1)] = (tc_evrec){evs[k], b};
+    q->len++;
+    b->event_count++;
+  }
+  if (evs != small) free(evs);
+  b->nuses = 0;
+  return TCUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ */
+/* malloc                                                               */
+
+typedef struct params {
+  uint64_t size, stream, alloc_size;
+  tc_pool *pool;
+  tc_block *block;
+} params;
+
+static int get_free_block(tc_alloc *a, params *p) {
+  tc_pool *pool = p->pool;
+  if (a->has_allowed && a->cfg.garbage_collection_threshold > 0) pool->gc_calls++;
+  tc_block *it = lower_bound(&pool->blocks, p->stream, p->size, 0);
+  if (!it || it->stream != p->stream) return 0;
+  if (it->seg->expandable) {
+    if (a->cfg.expandable_segments) {
+      /* Best fit by the size a block can grow to, not its mapped size. */
+#define EXP_SIZE(b) ((b)->size + ((b)->next && !(b)->next->mapped ? (b)->next->size : 0))
+      tc_block *nx = tree_next(it);
+      while (it->seg->expandable && nx && nx->stream == p->stream && EXP_SIZE(nx) < EXP_SIZE(it)) {
+        it = nx;
+        nx = tree_next(nx);
+      }
+#undef EXP_SIZE
+    } else {
+      do it = tree_next(it);
+      while (it && it->seg->expandable && it->stream == p->stream);
+      if (!it || it->stream != p->stream) return 0;
+    }
+  }
+  uint64_t msp = a->cfg.max_split_size;
+  if (p->size < msp && it->size >= msp) return 0;
+  if (p->size >= msp && it->size >= p->size + a->cfg.max_non_split_rounding_size) return 0;
+  tree_erase(&pool->blocks, it);
+  p->block = it;
+  return 1;
+}
+
+static tcuda_status garbage_collect(tc_alloc *a) {
+  uint64_t thr = (uint64_t)(a->cfg.garbage_collection_threshold * (double)a->allowed_max);
+  if (a->total_allocated <= thr) return TCUDA_SUCCESS;
+  uint64_t target = a->total_allocated - thr, reclaimed = 0, total_age = 0;
+  int count = 0;
+  tc_pool *pool = &a->large;
+  for (tc_block *b = tree_first(&pool->blocks); b; b = tree_next(b)) {
+    if (!is_split(b)) {
+      total_age += (uint64_t)(int)(pool->gc_calls - b->gc_base);
+      count++;
+    }
+  }
+  if (!count) return TCUDA_SUCCESS;
+  int freed = 1;
+  while (reclaimed < target && freed && count > 0) {
+    double age_thr = (double)total_age / count;
+    freed = 0;
+    tc_block *b = tree_first(&pool->blocks);
+    while (b) {
+      tc_block *nx = tree_next(b);
+      uint64_t age = (uint64_t)(int)(pool->gc_calls - b->gc_base);
+      if (!is_split(b) && !b->seg->expandable && (double)age >= age_thr) {
+        uint64_t sz = b->size;
+        tcuda_status s = release_block(a, b);
+        if (s) return s;
+        freed = 1;
+        reclaimed += sz;
+        total_age -= age;
+        count--;
+      }
+      b = nx;
+    }
+  }
+  return TCUDA_SUCCESS;
+}
+
+/* Returns 1 found, 0 device OOM, -1 error (*err). */
+static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) {
+  if (is_retry) a->st.num_alloc_retries++;
+  uint64_t size = p->alloc_size;
+  if (a->has_allowed && a->total_allocated + size > a->allowed_max) return 0;
+  if (a->cfg.expandable_segments) return try_allocate_expandable(a, p->pool, p->stream, p->size, &p->block, err);
+  tc_seg *seg = (tc_seg *)calloc(1, sizeof *seg);
+  if (!seg) return *err = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory"), -1;
+  uint64_t addr = 0;
+  tcuda_status s;
+  if (a->cfg.release_lock_on_cudamalloc) {
+    pthread_mutex_unlock(&a->mu);
+    s = a->be->segment_alloc(a->be->ctx, a->device, size, &addr);
+    pthread_mutex_lock(&a->mu);
+  } else {
+    s = a->be->segment_alloc(a->be->ctx, a->device, size, &addr);
+  }
+  if (!s) s = reserve_blocks(a, 4); /* others may have used ours while unlocked */
+  if (s) {
+    if (s != TCUDA_ERROR_OUT_OF_MEMORY && addr) a->be->segment_free(a->be->ctx, a->device, addr, size);
+    free(seg);
+    if (s == TCUDA_ERROR_OUT_OF_MEMORY) return 0;
+    return *err = s, -1;
+  }
+  seg->pool = p->pool;
+  seg->stream = p->stream;
+  seg->addr = addr;
+  seg->size = size;
+  seg_link(a, seg);
+  tc_block *b = new_block(a, seg, addr, size);
+  seg->head = b;
+  a->total_allocated += size;
+  arr_inc(a->st.segment, p->pool->pidx, 1);
+  arr_inc(a->st.reserved_bytes, p->pool->pidx, (int64_t)size);
+  if (size >= a->cfg.max_split_size) st_inc(&a->st.oversize_segments, 1);
+  a->st.num_device_alloc++;
+  TRACE(a, TC_TRACE_SEGMENT_ALLOC, addr, size, p->stream);
+  p->block = b;
+  return 1;
+}
+
+/* Returns 1 released enough, 0 not, -1 error. */
+static int release_available_cached_blocks(tc_alloc *a, const params *p, tcuda_status *err) {
+  uint64_t msp = a->cfg.max_split_size;
+  if (msp == UINT64_MAX) return 0;
+  tc_tree *t = &p->pool->blocks;
+  uint64_t key = p->size < msp ? msp : p->size;
+  tc_block *it = lower_bound(t, p->stream, key, 0);
+  if (!it || it->stream != p->stream || it->seg->expandable) {
+    if (it == tree_first(t)) return 0;
+    it = it ? tree_prev(it) : tree_last(t);
+    uint64_t released = 0;
+    while (released < key && it->size >= msp && it->stream == p->stream) {
+      tc_block *cur = it, *pv = tree_prev(cur);
+      if (pv) it = pv;
+      if (!cur->seg->expandable && !is_split(cur)) {
+        uint64_t sz = cur->size;
+        tcuda_status s = release_block(a, cur);
+        if (s) return *err = s, -1;
+        released += sz;
+      }
+      if (!pv) break;
+    }
+    if (released < key) return 0;
+  } else {
+    if (is_split(it)) return 0; /* oversize blocks are never split */
+    tcuda_status s = release_block(a, it);
+    if (s) return *err = s, -1;
+  }
+  return 1;
+}
+
+static tcuda_status release_blocks(tc_alloc *a, tc_pool *pool) {
+  size_t n = 0, cap = 0;
+  tc_block **to_unmap = NULL;
+  tc_block *b = tree_first(&pool->blocks);
+  while (b) {
+    tc_block *nx = tree_next(b);
+    if (b->seg->expandable) {
+      if (n == cap) {
+        cap = cap ? 2 * cap : 16;
+        tc_block **nu = (tc_block **)realloc(to_unmap, cap * sizeof *nu);
+        if (!nu) {
+          free(to_unmap);
+          return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory");
+        }
+        to_unmap = nu;
+      }
+      to_unmap[n++] = b;
+    } else if (!is_split(b)) {
+      tcuda_status s = release_block(a, b);
+      if (s) {
+        free(to_unmap);
+        return s;
+      }
+    }
+    b = nx;
+  }
+  tcuda_status s = TCUDA_SUCCESS;
+  for (size_t i = 0; i < n && !s; i++) {
+    s = unmap_block(a, to_unmap[i]);
+    if (!s && !is_split(to_unmap[i]) && !to_unmap[i]->mapped) s = release_expandable_segment(a, to_unmap[i]);
+  }
+  free(to_unmap);
+  return s;
+}
+
+static tcuda_status release_cached_blocks(tc_alloc *a) {
+  tcuda_status s = synchronize_and_free_events(a);
+  if (!s) s = release_blocks(a, &a->large);
+  if (!s) s = release_blocks(a, &a->small);
+  return s;
+}
+
+static int should_split(const tc_alloc *a, const tc_block *b, uint64_t size) {
+  uint64_t rem = b->size - size;
+  if (b->pool->is_small || a->cfg.expandable_segments) return rem >= TC_MIN_BLOCK_SIZE;
+  return size < a->cfg.max_split_size && rem > TC_SMALL_SIZE;
+}
+
+/* torch's alloc_found_block. The found block object keeps the low part, which
+ * is what gets handed out; the new object is the remainder and carries the
+ * old block's (stale) requested size, as torch's remainder does. */
+static tc_block *alloc_found_block(tc_alloc *a, params *p, uint64_t orig_size, int split) {
+  tc_block *b = p->block;
+  tc_pool *pool = p->pool;
+  int pidx = pool->pidx, exp = b->seg->expandable;
+  int already_split = is_split(b);
+  if (split) {
+    tc_block *rem = new_block(a, b->seg, b->addr + p->size, b->size - p->size);
+    rem->requested = b->requested;
+    rem->prev = b;
+    rem->next = b->next;
+    if (rem->next) rem->next->prev = rem;
+    b->next = rem;
+    b->size = p->size;
+    pool_insert(a, pool, rem);
+    if (!exp) {
+      if (already_split) {
+        arr_dec(a->st.inactive_split_bytes, pidx, (int64_t)b->size);
+      } else {
+        arr_inc(a->st.inactive_split_bytes, pidx, (int64_t)rem->size);
+        arr_inc(a->st.inactive_split, pidx, 1);
+      }
+    }
+  } else if (already_split && !exp) {
+    arr_dec(a->st.inactive_split_bytes, pidx, (int64_t)b->size);
+    arr_dec(a->st.inactive_split, pidx, 1);
+  }
+  b->allocated = 1;
+  b->requested = orig_size;
+  ht_put(a, b->addr, b);
+  TRACE(a, TC_TRACE_ALLOC, b->addr, orig_size, b->stream);
+  arr_inc(a->st.allocation, pidx, 1);
+  arr_inc(a->st.allocated_bytes, pidx, (int64_t)b->size);
+  arr_inc(a->st.active, pidx, 1);
+  arr_inc(a->st.active_bytes, pidx, (int64_t)b->size);
+  arr_inc(a->st.requested_bytes, pidx, (int64_t)orig_size);
+  if (b->size >= a->cfg.max_split_size) st_inc(&a->st.oversize_allocations, 1);
+  return b;
+}
+
+static tcuda_status oom(tc_alloc *a, const params *p) {
+  uint64_t dfree = 0, dtotal = 0;
+  if (a->be->mem_info(a->be->ctx, a->device, &dfree, &dtotal)) {
+    dfree = 0;
+    dtotal = a->total_memory;
+  }
+  TRACE(a, TC_TRACE_OOM, dfree, p->size, p->stream);
+  a->st.num_ooms++;
+  char tried[32], total[32], freeb[32], allowed[48] = "", alloc[32], unalloc[32];
+  format_size(tried, sizeof tried, p->alloc_size);
+  format_size(total, sizeof total, dtotal);
+  format_size(freeb, sizeof freeb, dfree);
+  if (a->has_allowed) {
+    format_size(allowed, sizeof allowed, a->allowed_max);
+    strcat(allowed, " allowed; ");
+  }
+  int64_t ab = a->st.allocated_bytes[TCUDA_STAT_ALL].current, rb = a->st.reserved_bytes[TCUDA_STAT_ALL].current;
+  format_size(alloc, sizeof alloc, (uint64_t)ab);
+  format_size(unalloc, sizeof unalloc, (uint64_t)(rb - ab));
+  return tc_error(TCUDA_ERROR_OUT_OF_MEMORY,
+                  "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is free. "
+                  "%sOf the allocated memory %s is allocated by tcuda, and %s is reserved by tcuda but unallocated. "
+                  "If reserved but unallocated memory is large try setting TCUDA_ALLOC_CONF=expandable_segments:True "
+                  "to avoid fragmentation.  See documentation for Memory Management  "
+                  "(https://docs.pytorch.org/docs/stable/notes/"
+                  "cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)",
+                  tried, a->device, total, freeb, allowed, alloc, unalloc);
+}
+
+static tcuda_status malloc_locked(tc_alloc *a, uint64_t orig, uint64_t stream, uint64_t *addr) {
+  tcuda_status s = reserve_blocks(a, 4);
+  if (!s) s = ht_reserve(a);
+  if (!s) s = process_events(a);
+  if (s) return s;
+  params p;
+  p.size = tc_alloc_round_size(&a->cfg, orig);
+  p.stream = stream;
+  p.pool = p.size <= TC_SMALL_SIZE ? &a->small : &a->large;
+  p.alloc_size = tc_alloc_segment_size(p.size);
+  p.block = NULL;
+  if (!get_free_block(a, &p)) {
+    if (a->has_allowed && a->cfg.garbage_collection_threshold > 0 && (s = garbage_collect(a))) return s;
+    int r = alloc_block(a, &p, 0, &s);
+    if (r == 0) {
+      r = release_available_cached_blocks(a, &p, &s);
+      if (r > 0) r = alloc_block(a, &p, 0, &s);
+    }
+    if (r == 0) {
+      if ((s = release_cached_blocks(a))) return s;
+      r = alloc_block(a, &p, 1, &s);
+    }
+    if (r < 0) return s;
+    if (r == 0) return oom(a, &p);
+  }
+  tc_block *b = alloc_found_block(a, &p, orig, should_split(a, p.block, p.size));
+  *addr = b->addr;
+  return TCUDA_SUCCESS;
+}
+
+tcuda_status tc_alloc_malloc(tc_alloc *a, uint64_t size, uint64_t stream, uint64_t *addr) {
+  TC_CHECK_ARG("tc_alloc_malloc", a != NULL, "allocator");
+  TC_CHECK_ARG("tc_alloc_malloc", addr != NULL, "addr");
+  if (size == 0) {
+    *addr = 0;
+    return TCUDA_SUCCESS;
+  }
+  if (size > UINT64_MAX - TC_ROUND_LARGE)
+    return tc_error(TCUDA_ERROR_OVERFLOW, "size %llu overflows when rounded up", (unsigned long long)size);
+  if (size >= ONE_EB)
+    return tc_error(TCUDA_ERROR_OUT_OF_MEMORY, "CUDA out of memory. Tried to allocate more than 1EB memory.");
+  pthread_mutex_lock(&a->mu);
+  tcuda_status s = malloc_locked(a, size, stream, addr);
+  pthread_mutex_unlock(&a->mu);
+  return s;
+}
+
+/* ------------------------------------------------------------------ */
+/* free, record_stream                                                  */
+
+static tcuda_status free_found(tc_alloc *a, tc_block *b) {
+  if (b->nuses) {
+    tcuda_status s = insert_events(a, b);
+    if (s) return s;
+  }
+  ht_take(a, b->addr);
+  tc_pool *pool = b->pool;
+  b->allocated = 0;
+  arr_dec(a->st.allocation, pool->pidx, 1);
+  arr_dec(a->st.allocated_bytes, pool->pidx, (int64_t)b->size);
+  TRACE(a, TC_TRACE_FREE_REQUESTED, b->addr, b->requested, b->stream);
+  if (b->size >= a->cfg.max_split_size) st_dec(&a->st.oversize_allocations, 1);
+  if (!b->event_count) free_block(a, b);
+  return TCUDA_SUCCESS;
+}
+
+tcuda_status tc_alloc_free(tc_alloc *a, uint64_t addr) {
+  TC_CHECK_ARG("tc_alloc_free", a != NULL, "allocator");
+  if (!addr) return TCUDA_SUCCESS; /* free(NULL), as torch's raw_delete */
+  pthread_mutex_lock(&a->mu);
+  tc_block *b = ht_find(a, addr);
+  tcuda_status s = b ? free_found(a, b) : TCUDA_ERROR_INVALID_POINTER;
+  pthread_mutex_unlock(&a->mu);
+  if (!b)
+    return tc_error(s, "pointer 0x%llx is not an allocation of device %d's allocator (never allocated, or already freed)",
+                    (unsigned long long)addr, a->device);
+  return s;
+}
+
+int tc_alloc_free_if_owned(tc_alloc *a, uint64_t addr, tcuda_status *status) {
+  pthread_mutex_lock(&a->mu);
+  tc_block *b = ht_find(a, addr);
+  if (b) *status = free_found(a, b);
+  pthread_mutex_unlock(&a->mu);
+  return b != NULL;
+}
+
+tcuda_status tc_alloc_record_stream_on(tc_alloc *a, uint64_t addr, uint64_t stream, int stream_device) {
+  TC_CHECK_ARG("tc_alloc_record_stream", a != NULL, "allocator");
+  pthread_mutex_lock(&a->mu);
+  tc_block *b = addr ? ht_find(a, addr) : NULL;
+  tcuda_status s = TCUDA_SUCCESS;
+  if (!b) {
+    s = tc_error(TCUDA_ERROR_INVALID_POINTER,
+                 "record_stream: pointer 0x%llx is not a live allocation of device %d's allocator",
+                 (unsigned long long)addr, a->device);
+  } else if (stream != b->stream) { /* uses on the allocation stream need no event */
+    uint32_t k = 0;
+    while (k < b->nuses && (b->uses[k].stream != stream || b->uses[k].device != stream_device)) k++;
+    if (k == b->nuses) {
+      if (b->nuses == b->capuses) {
+        uint32_t cap = 2 * b->capuses;
+        tc_use *nu = (tc_use *)malloc(cap * sizeof *nu);
+        if (!nu) {
+          pthread_mutex_unlock(&a->mu);
+          return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "record_stream: out of host memory");
+        }
+        memcpy(nu, b->uses, b->nuses * sizeof *nu);
+        if (b->uses != b->inl) free(b->uses);
+        b->uses = nu;
+        b->capuses = cap;
+      }
+      b->uses[b->nuses++] = (tc_use){stream, stream_device};
+    }
+  }
+  pthread_mutex_unlock(&a->mu);
+  return s;
+}
+
+tcuda_status tc_alloc_record_stream(tc_alloc *a, uint64_t addr, uint64_t stream) {
+  TC_CHECK_ARG("tc_alloc_record_stream", a != NULL, "allocator");
+  return tc_alloc_record_stream_on(a, addr, stream, a->device);
+}
+
+tcuda_status tc_alloc_empty_cache(tc_alloc *a) {
+  TC_CHECK_ARG("tc_alloc_empty_cache", a != NULL, "allocator");
+  pthread_mutex_lock(&a->mu);
+  tcuda_status s = release_cached_blocks(a);
+  pthread_mutex_unlock(&a->mu);
+  return s;
+}
+
+/* ------------------------------------------------------------------ */
+/* stats, fraction, config                                              */
+
+void tc_alloc_get_stats(tc_alloc *a, tcuda_memory_stats_t *out) {
+  pthread_mutex_lock(&a->mu);
+  *out = a->st;
+  pthread_mutex_unlock(&a->mu);
+}
+
+#define NINE_ARRAYS(st, X)                                                                           \
+  X((st).allocation) X((st).segment) X((st).active) X((st).inactive_split) X((st).allocated_bytes) \
+      X((st).reserved_bytes) X((st).active_bytes) X((st).inactive_split_bytes) X((st).requested_bytes)
+
+void tc_alloc_reset_peak(tc_alloc *a) {
+  pthread_mutex_lock(&a->mu);
+#define PEAK(arr) for (int k = 0; k < TCUDA_STAT_TYPES; k++) arr[k].peak = arr[k].current;
+  NINE_ARRAYS(a->st, PEAK)
+#undef PEAK
+  a->st.oversize_allocations.peak = a->st.oversize_allocations.current;
+  a->st.oversize_segments.peak = a->st.oversize_segments.current;
+  pthread_mutex_unlock(&a->mu);
+}
+
+void tc_alloc_reset_accumulated(tc_alloc *a) {
+  pthread_mutex_lock(&a->mu);
+#define ACC(arr) for (int k = 0; k < TCUDA_STAT_TYPES; k++) arr[k].allocated = arr[k].freed = 0;
+  NINE_ARRAYS(a->st, ACC)
+#undef ACC
+  a->st.oversize_allocations.allocated = a->st.oversize_allocations.freed = 0;
+  a->st.oversize_segments.allocated = a->st.oversize_segments.freed = 0;
+  a->st.num_alloc_retries = a->st.num_ooms = a->st.num_sync_all_streams = 0;
+  a->st.num_device_alloc = a->st.num_device_free = 0;
+  pthread_mutex_unlock(&a->mu);
+}
+
+tcuda_status tc_alloc_set_memory_fraction(tc_alloc *a, double fraction) {
+  TC_CHECK_ARG("tc_alloc_set_memory_fraction", a != NULL, "allocator");
+  if (!(fraction >= 0.0 && fraction <= 1.0))
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "Invalid fraction value: %g. Allowed range: 0~1", fraction);
+  pthread_mutex_lock(&a->mu);
+  /* torch 2.11: 1.0 means no limit at all, not a limit of totalGlobalMem. */
+  a->has_allowed = fraction < 1.0;
+  a->allowed_max = a->has_allowed ? (uint64_t)(fraction * (double)a->total_memory) : 0;
+  pthread_mutex_unlock(&a->mu);
+  return TCUDA_SUCCESS;
+}
+
+double tc_alloc_get_memory_fraction(tc_alloc *a) {
+  pthread_mutex_lock(&a->mu);
+  double f = a->has_allowed && a->total_memory ? (double)a->allowed_max / (double)a->total_memory : 1.0;
+  pthread_mutex_unlock(&a->mu);
+  return f;
+}
+
+void tc_alloc_set_config(tc_alloc *a, const tc_alloc_config *cfg) {
+  pthread_mutex_lock(&a->mu);
+  a->cfg = *cfg;
+  pthread_mutex_unlock(&a->mu);
+}
+
+void tc_alloc_get_config(tc_alloc *a, tc_alloc_config *out) {
+  pthread_mutex_lock(&a->mu);
+  *out = a->cfg;
+  pthread_mutex_unlock(&a->mu);
+}
+
+int tc_alloc_device(const tc_alloc *a) { return a->device; }
+
+void tc_alloc_set_trace(tc_alloc *a, tc_trace_fn fn, void *ctx) {
+  pthread_mutex_lock(&a->mu);
+  a->trace = fn;
+  a->trace_ctx = ctx;
+  pthread_mutex_unlock(&a->mu);
+}
+
+/* ------------------------------------------------------------------ */
+/* snapshot, lookup                                                     */
+
+static tcuda_block_state block_state(const tc_block *b) {
+  if (b->allocated) return TCUDA_BLOCK_ACTIVE_ALLOCATED;
+  if (b->event_count > 0 || b->nuses) return TCUDA_BLOCK_ACTIVE_PENDING_FREE;
+  return TCUDA_BLOCK_INACTIVE;
+}
+
+static int seg_cmp(const void *x, const void *y) {
+  uint64_t a = ((const tcuda_segment_info_t *)x)->address, b = ((const tcuda_segment_info_t *)y)->address;
+  return a < b ? -1 : a > b;
+}
+
+void tc_snapshot_free(tcuda_snapshot_t *s) {
+  if (!s) return;
+  for (size_t i = 0; i < s->num_segments; i++) free(s->segments[i].blocks);
+  free(s->segments);
+  free(s);
+}
+
+tcuda_status tc_alloc_snapshot(tc_alloc *a, tcuda_snapshot_t **out) {
+  TC_CHECK_ARG("tc_alloc_snapshot", a != NULL, "allocator");
+  TC_CHECK_ARG("tc_alloc_snapshot", out != NULL, "out");
+  *out = NULL;
+  tcuda_snapshot_t *s = (tcuda_snapshot_t *)calloc(1, sizeof *s);
+  if (!s) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tc_alloc_snapshot: out of host memory");
+  pthread_mutex_lock(&a->mu);
+  /* Count the reported segments: one per contiguous mapped run. */
+  size_t nseg = 0;
+  for (tc_seg *g = a->segs; g; g = g->lnext)
+    for (tc_block *b = g->head; b; b = b->next)
+      if (b->mapped && (!b->prev || !b->prev->mapped)) nseg++;
+  s->segments = (tcuda_segment_info_t *)calloc(nseg ? nseg : 1, sizeof *s->segments);
+  int fail = !s->segments;
+  uint64_t total_active = 0;
+  for (tc_seg *g = a->segs; g && !fail; g = g->lnext) {
+    for (tc_block *h = g->head; h && !fail; h = h->next) {
+      if (!h->mapped || (h->prev && h->prev->mapped)) continue;
+      tcuda_segment_info_t *si = &s->segments[s->num_segments++];
+      si->device = a->device;
+      si->address = h->addr;
+      si->stream = (int64_t)g->stream;
+      si->is_large = !g->pool->is_small;
+      si->is_expandable = g->expandable;
+      size_t nb = 0;
+      for (tc_block *b = h; b && b->mapped; b = b->next) nb++;
+      si->blocks = (tcuda_block_info_t *)calloc(nb, sizeof *si->blocks);
+      if (!si->blocks) {
+        fail = 1;
+        break;
+      }
+      for (tc_block *b = h; b && b->mapped; b = b->next) {
+        tcuda_block_info_t *bi = &si->blocks[si->num_blocks++];
+        bi->address = b->addr;
+        bi->size = b->size;
+        bi->requested_size = b->requested;
+        bi->state = block_state(b);
+        si->total_size += b->size;
+        if (b->allocated) si->allocated_size += b->size;
+        if (bi->state != TCUDA_BLOCK_INACTIVE) {
+          si->active_size += b->size;
+          si->requested_size += b->requested;
+        }
+      }
+      total_active += si->active_size;
+    }
+  }
+  if (!fail) TRACE(a, TC_TRACE_SNAPSHOT, 0, total_active, 0);
+  pthread_mutex_unlock(&a->mu);
+  if (fail) {
+    tc_snapshot_free(s);
+    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tc_alloc_snapshot: out of host memory");
+  }
+  qsort(s->segments, s->num_segments, sizeof *s->segments, seg_cmp);
+  *out = s;
+  return TCUDA_SUCCESS;
+}
+
+tcuda_status tc_alloc_block_info(tc_alloc *a, uint64_t addr, uint64_t *block_addr, uint64_t *block_size,
+                                 uint64_t *segment_addr, uint64_t *segment_size) {
+  TC_CHECK_ARG("tc_alloc_block_info", a != NULL, "allocator");
+  pthread_mutex_lock(&a->mu);
+  tc_block *b = ht_find(a, addr);
+  if (!b) { /* an interior pointer: find its segment */
+    for (tc_seg *g = a->segs; g && !b; g = g->lnext) {
+      if (addr < g->addr || addr - g->addr >= g->size) continue;
+      for (tc_block *x = g->head; x; x = x->next)
+        if (addr >= x->addr && addr - x->addr < x->size) {
+          if (x->allocated) b = x;
+          break;
+        }
+    }
+  }
+  if (!b) {
+    pthread_mutex_unlock(&a->mu);
+    return tc_error(TCUDA_ERROR_INVALID_POINTER, "pointer 0x%llx is not inside a live allocation of device %d",
+                    (unsigned long long)addr, a->device);
+  }
+  /* The segment is the contiguous mapped run holding the block. */
+  tc_block *lo = b, *hi = b;
+  while (lo->prev && lo->prev->mapped) lo = lo->prev;
+  uint64_t end = hi->addr + hi->size;
+  while (hi->next && hi->next->mapped) {
+    hi = hi->next;
+    end = hi->addr + hi->size;
+  }
+  if (block_addr) *block_addr = b->addr;
+  if (block_size) *block_size = b->size;
+  if (segment_addr) *segment_addr = lo->addr;
+  if (segment_size) *segment_size = end - lo->addr;
+  pthread_mutex_unlock(&a->mu);
+  return TCUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ */
+/* create / destroy                                                     */
+
+tcuda_status tc_alloc_create(int device, const tc_backend *be, const tc_alloc_config *cfg, uint64_t total_memory,
+                             tc_alloc **out) {
+  TC_CHECK_ARG("tc_alloc_create", be != NULL, "backend");
+  TC_CHECK_ARG("tc_alloc_create", out != NULL, "out");
+  *out = NULL;
+  tc_alloc *a = (tc_alloc *)calloc(1, sizeof *a);
+  if (!a) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tc_alloc_create: out of host memory");
+  a->ht_bits = 10;
+  a->ht_cap = (size_t)1 << a->ht_bits;
+  a->ht = (tc_slot *)calloc(a->ht_cap, sizeof *a->ht);
+  if (!a->ht || pthread_mutex_init(&a->mu, NULL)) {
+    free(a->ht);
+    free(a);
+    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tc_alloc_create: out of host memory");
+  }
+  a->device = device;
+  a->be = be;
+  if (cfg) a->cfg = *cfg;
+  else tc_alloc_config_default(&a->cfg);
+  a->total_memory = total_memory;
+  a->small.is_small = 1;
+  a->small.pidx = TCUDA_STAT_SMALL_POOL;
+  a->large.pidx = TCUDA_STAT_LARGE_POOL;
+  a->small.unmapped.by_addr = a->large.unmapped.by_addr = 1;
+  a->rng = 0x2545F4914F6CDD1Dull ^ ((uint64_t)(uintptr_t)a << 1);
+  a->st.max_split_size = (int64_t)a->cfg.max_split_size; /* SIZE_MAX reads -1, as torch */
+  if (reserve_blocks(a, SLAB_BLOCKS)) {
+    tc_alloc_destroy(a);
+    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tc_alloc_create: out of host memory");
+  }
+  *out = a;
+  return TCUDA_SUCCESS;
+}
+
+void tc_alloc_destroy(tc_alloc *a) {
+  if (!a) return;
+  for (size_t i = 0; i < a->nevq; i++) {
+    tc_evq *q = &a->evq[i];
+    for (size_t k = 0; k < q->len; k++) a->be->event_release(a->be->ctx, q->q[(q->head + k) & (q->cap - 1)].ev);
+    free(q->q);
+  }
+  free(a->evq);
+  while (a->segs) {
+    tc_seg *g = a->segs;
+    if (!g->expandable) {
+      a->be->segment_free(a->be->ctx, a->device, g->addr, g->size);
+    } else {
+      for (uint64_t i = 0; i < g->npages;) {
+        if (!g->pmap[i]) {
+          i++;
+          continue;
+        }
+        uint64_t j = i;
+        while (j < g->npages && g->pmap[j]) j++;
+        a->be->unmap(a->be->ctx, a->device, g->addr + i * g->page, (j - i) * g->page);
+        i = j;
+      }
+      a->be->va_release(a->be->ctx, a->device, g->addr, g->size);
+    }
+    for (tc_block *b = g->head; b; b = b->next)
+      if (b->uses != b->inl) free(b->uses);
+    seg_unlink_free(a, g);
+  }
+  for (size_t i = 0; i < a->nslabs; i++) free(a->slabs[i]);
+  free(a->slabs);
+  free(a->ht);
+  pthread_mutex_destroy(&a->mu);
+  free(a);
+}

@@ -1,0 +1,194 @@
+/* TCUDA_ALLOC_CONF parsing: every key, every bad value (an error naming the
+ * key, and the config left as it was), the environment variables' order. */
+#include "harness.h"
+#include "alloc/alloc.h"
+
+#define MiB ((uint64_t)1 << 20)
+
+/* A config with every field off its default, to see that errors leave it. */
+static tc_alloc_config sentinel(void) {
+  tc_alloc_config c;
+  CHECK_OK(tc_alloc_config_parse(
+      "max_split_size_mb:77,max_non_split_rounding_mb:33,roundup_power2_divisions:8,"
+      "garbage_collection_threshold:0.25,expandable_segments:True,release_lock_on_cudamalloc:True",
+      &c));
+  return c;
+}
+
+static void bad(const char *conf, const char *substr) {
+  tc_alloc_config c = sentinel(), orig = c;
+  tcuda_status s = tc_alloc_config_parse(conf, &c);
+  if (s != TCUDA_ERROR_CONFIG || !strstr(tcuda_last_error(), substr)) {
+    fprintf(stderr, "conf '%s': %s '%s', wanted '%s'\n", conf, tcuda_status_name(s), tcuda_last_error(), substr);
+    tc_failures++;
+  }
+  CHECK(!memcmp(&c, &orig, sizeof c));
+  /* The runtime route leaves its config alone too. */
+  c = orig;
+  CHECK_EQ_INT(tc_alloc_config_update("tcuda_allocator_set_config", conf, &c), TCUDA_ERROR_CONFIG);
+  CHECK(strstr(tcuda_last_error(), "tcuda_allocator_set_config: "));
+  CHECK(!memcmp(&c, &orig, sizeof c));
+}
+
+static void test_defaults(void) {
+  tc_alloc_config c;
+  tc_alloc_config_default(&c);
+  CHECK_EQ_INT(c.max_split_size, UINT64_MAX);
+  CHECK_EQ_INT(c.max_non_split_rounding_size, 20 * MiB);
+  for (int k = 0; k < TC_ROUNDUP_SLOTS; k++) CHECK_EQ_INT(c.roundup_power2_divisions[k], 0);
+  CHECK(c.garbage_collection_threshold == 0);
+  CHECK_EQ_INT(c.expandable_segments, 0);
+  CHECK_EQ_INT(c.release_lock_on_cudamalloc, 0);
+  tc_alloc_config d = sentinel();
+  CHECK_OK(tc_alloc_config_parse(NULL, &d));
+  CHECK(!memcmp(&c, &d, sizeof c));
+  d = sentinel();
+  CHECK_OK(tc_alloc_config_parse("", &d));
+  CHECK(!memcmp(&c, &d, sizeof c));
+  CHECK_ERR(tc_alloc_config_parse("", NULL), TCUDA_ERROR_INVALID_ARGUMENT, "cfg");
+}
+
+static void test_each_key(void) {
+  tc_alloc_config c;
+  CHECK_OK(tc_alloc_config_parse("max_split_size_mb:100", &c));
+  CHECK_EQ_INT(c.max_split_size, 100 * MiB);
+  CHECK_OK(tc_alloc_config_parse("max_split_size_mb:20", &c)); /* >= 20 in current torch */
+  CHECK_EQ_INT(c.max_split_size, 20 * MiB);
+  CHECK_OK(tc_alloc_config_parse("max_split_size_mb:18446744073709551615", &c));
+  CHECK_EQ_INT(c.max_split_size, (UINT64_MAX / MiB) * MiB); /* clamped as torch does */
+  CHECK_OK(tc_alloc_config_parse("max_non_split_rounding_mb:30", &c));
+  CHECK_EQ_INT(c.max_non_split_rounding_size, 30 * MiB);
+  CHECK_OK(tc_alloc_config_parse("garbage_collection_threshold:0.6", &c));
+  CHECK(c.garbage_collection_threshold == 0.6);
+  CHECK_OK(tc_alloc_config_parse("expandable_segments:True", &c));
+  CHECK_EQ_INT(c.expandable_segments, 1);
+  CHECK_OK(tc_alloc_config_parse("expandable_segments:False", &c));
+  CHECK_EQ_INT(c.expandable_segments, 0);
+  CHECK_OK(tc_alloc_config_parse("release_lock_on_cudamalloc:True", &c));
+  CHECK_EQ_INT(c.release_lock_on_cudamalloc, 1);
+  CHECK_OK(tc_alloc_config_parse("backend:native", &c));
+  tc_alloc_config d;
+  tc_alloc_config_default(&d);
+  strcpy(d.text, "backend:native");
+  CHECK(!memcmp(&c, &d, sizeof c));
+  /* torch accepts these; they steer parts we do not have. */
+  CHECK_OK(tc_alloc_config_parse("pinned_use_cuda_host_register:True,pinned_num_register_threads:8,"
+                                 "pinned_use_background_threads:False,graph_capture_record_stream_reuse:True",
+                                 &c));
+  CHECK_EQ_INT(c.max_split_size, UINT64_MAX);
+
+  CHECK_OK(tc_alloc_config_parse(" max_split_size_mb : 100 , expandable_segments:True ,"
+                                 "garbage_collection_threshold:0.5,",
+                                 &c));
+  CHECK_EQ_INT(c.max_split_size, 100 * MiB);
+  CHECK_EQ_INT(c.expandable_segments, 1);
+  CHECK(c.garbage_collection_threshold == 0.5);
+  CHECK(!strcmp(c.text, " max_split_size_mb : 100 , expandable_segments:True ,garbage_collection_threshold:0.5,"));
+}
+
+static void test_roundup_forms(void) {
+  tc_alloc_config c;
+  CHECK_OK(tc_alloc_config_parse("roundup_power2_divisions:4", &c));
+  for (int k = 0; k < TC_ROUNDUP_SLOTS; k++) CHECK_EQ_INT(c.roundup_power2_divisions[k], 4);
+  CHECK_OK(tc_alloc_config_parse("roundup_power2_divisions:1", &c));
+  CHECK_EQ_INT(c.roundup_power2_divisions[7], 1);
+
+  static const unsigned want1[16] = {4, 4, 4, 4, 4, 4, 4, 4, 4, 1, 1, 1, 1, 1, 1, 1};
+  CHECK_OK(tc_alloc_config_parse("roundup_power2_divisions:[256:4,>:1]", &c));
+  for (int k = 0; k < 16; k++) CHECK_EQ_INT(c.roundup_power2_divisions[k], want1[k]);
+
+  /* 0 is allowed in the list; keys set slot log2(K); unset middle slots stay 0. */
+  static const unsigned want2[16] = {0, 0, 0, 0, 0, 0, 8, 2, 2, 2, 2, 2, 2, 2, 2, 2};
+  CHECK_OK(tc_alloc_config_parse("roundup_power2_divisions:[1:0,64:8,>:2]", &c));
+  for (int k = 0; k < 16; k++) CHECK_EQ_INT(c.roundup_power2_divisions[k], want2[k]);
+
+  static const unsigned want3[16] = {16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16};
+  CHECK_OK(tc_alloc_config_parse("roundup_power2_divisions:[>:16]", &c));
+  for (int k = 0; k < 16; k++) CHECK_EQ_INT(c.roundup_power2_divisions[k], want3[k]);
+
+  /* A key past 32 GiB lands in the last slot. */
+  CHECK_OK(tc_alloc_config_parse("roundup_power2_divisions:[2:2,1048576:8]", &c));
+  CHECK_EQ_INT(c.roundup_power2_divisions[0], 2);
+  CHECK_EQ_INT(c.roundup_power2_divisions[1], 2);
+  CHECK_EQ_INT(c.roundup_power2_divisions[2], 0);
+  CHECK_EQ_INT(c.roundup_power2_divisions[15], 8);
+}
+
+static void test_bad_values(void) {
+  bad("max_split_size_mb:abc", "TCUDA_ALLOC_CONF: max_split_size_mb: expected a number >= 20, got 'abc'");
+  bad("max_split_size_mb:19", "max_split_size_mb: expected a number >= 20, got '19'");
+  bad("max_split_size_mb:-5", "max_split_size_mb");
+  bad("max_split_size_mb:100abc", "got '100abc'");
+  bad("max_split_size_mb:99999999999999999999", "max_split_size_mb");
+  bad("max_split_size_mb:", "max_split_size_mb: missing value");
+  bad("max_split_size_mb", "max_split_size_mb: expected ':'");
+  bad("max_split_size_mb=100", "unknown key 'max_split_size_mb=100'");
+  bad("max_non_split_rounding_mb:10", "max_non_split_rounding_mb: expected a number >= 20");
+  bad("garbage_collection_threshold:0", "garbage_collection_threshold: expected a number in (0, 1), got '0'");
+  bad("garbage_collection_threshold:1", "garbage_collection_threshold");
+  bad("garbage_collection_threshold:1.5", "garbage_collection_threshold");
+  bad("garbage_collection_threshold:-0.1", "garbage_collection_threshold");
+  bad("garbage_collection_threshold:nan", "garbage_collection_threshold");
+  bad("garbage_collection_threshold:0.5x", "got '0.5x'");
+  bad("roundup_power2_divisions:0", "roundup_power2_divisions: expected a power of 2, got '0'");
+  bad("roundup_power2_divisions:3", "roundup_power2_divisions: expected a power of 2, got '3'");
+  bad("roundup_power2_divisions:[256:3]", "divisions must be a power of 2 or 0, got '3'");
+  bad("roundup_power2_divisions:[100:4]", "interval must be a power of 2 (MB) or '>', got '100'");
+  bad("roundup_power2_divisions:[256:4", "roundup_power2_divisions: expected ',' or ']' after '256:4'");
+  bad("roundup_power2_divisions:[", "roundup_power2_divisions: missing ']'");
+  bad("roundup_power2_divisions:[256:4;>:1]", "roundup_power2_divisions");
+  bad("roundup_power2_divisions:[256]", "expected 'size:divisions'");
+  bad("roundup_power2_divisions:[0:4]", "interval must be a power of 2");
+  bad("expandable_segments:true", "expandable_segments: expected True or False, got 'true'");
+  bad("expandable_segments:1", "expandable_segments");
+  bad("release_lock_on_cudamalloc:yes", "release_lock_on_cudamalloc: expected True or False");
+  bad("backend:cudaMallocAsync", "backend: only 'native' is supported, got 'cudaMallocAsync'");
+  bad("pinned_num_register_threads:3", "pinned_num_register_threads");
+  bad("pinned_use_cuda_host_register:on", "pinned_use_cuda_host_register");
+  bad("foo:1", "unknown key 'foo'");
+  bad("large_segment_size_mb:40", "unknown key 'large_segment_size_mb'");
+  bad(",expandable_segments:True", "expected a key, got ','");
+  bad("expandable_segments:True:False", "expandable_segments: expected ',' after the value, got ':'");
+  bad("expandable_segments:True max_split_size_mb:100", "expandable_segments");
+  /* The good key before the bad one is not applied either. */
+  bad("max_split_size_mb:100,foo:1", "unknown key 'foo'");
+}
+
+static void test_update_route(void) {
+  tc_alloc_config c;
+  CHECK_OK(tc_alloc_config_parse("max_split_size_mb:100,expandable_segments:True,roundup_power2_divisions:4", &c));
+  CHECK_OK(tc_alloc_config_update("tcuda_allocator_set_config", "release_lock_on_cudamalloc:True", &c));
+  CHECK_EQ_INT(c.max_split_size, UINT64_MAX);         /* reset by torch's parseArgs */
+  CHECK_EQ_INT(c.roundup_power2_divisions[3], 0);     /* reset */
+  CHECK_EQ_INT(c.expandable_segments, 1);             /* kept */
+  CHECK_EQ_INT(c.release_lock_on_cudamalloc, 1);
+  CHECK(!strcmp(c.text, "release_lock_on_cudamalloc:True"));
+}
+
+static void test_env(void) {
+  tc_alloc_config c;
+  unsetenv("TCUDA_ALLOC_CONF");
+  unsetenv("PYTORCH_CUDA_ALLOC_CONF");
+  unsetenv("PYTORCH_ALLOC_CONF");
+  CHECK_OK(tc_alloc_config_from_env(&c));
+  CHECK_EQ_INT(c.max_split_size, UINT64_MAX);
+  setenv("PYTORCH_ALLOC_CONF", "max_split_size_mb:50", 1);
+  CHECK_OK(tc_alloc_config_from_env(&c));
+  CHECK_EQ_INT(c.max_split_size, 50 * MiB);
+  setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:40", 1);
+  CHECK_OK(tc_alloc_config_from_env(&c));
+  CHECK_EQ_INT(c.max_split_size, 40 * MiB);
+  setenv("TCUDA_ALLOC_CONF", "max_split_size_mb:30", 1);
+  CHECK_OK(tc_alloc_config_from_env(&c));
+  CHECK_EQ_INT(c.max_split_size, 30 * MiB); /* TCUDA_ALLOC_CONF wins */
+  unsetenv("TCUDA_ALLOC_CONF");
+  setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:5", 1);
+  tc_alloc_config before = c;
+  CHECK_ERR(tc_alloc_config_from_env(&c), TCUDA_ERROR_CONFIG, "PYTORCH_CUDA_ALLOC_CONF: max_split_size_mb");
+  CHECK(!memcmp(&c, &before, sizeof c));
+  unsetenv("PYTORCH_CUDA_ALLOC_CONF");
+  unsetenv("PYTORCH_ALLOC_CONF");
+}
+
+TC_MAIN(T(test_defaults), T(test_each_key), T(test_roundup_forms), T(test_bad_values), T(test_update_route),
+        T(test_env))

@@ -1,0 +1,171 @@
+/* The simulated backend: the driver's address model (section 12.1), the
+ * ascending model, replay of recorded addresses, capacity, the VMM calls
+ * and events that complete only when told. */
+#include "test_alloc_policy_util.h"
+#include <unistd.h>
+
+#define B 0x7f0000000000ull
+
+static tc_backend *mk(tc_sim_va va, uint64_t cap, const char *path, int streams_first) {
+  tc_sim_options o = {cap, va, path, streams_first};
+  tc_backend *be = NULL;
+  CHECK_OK(tc_backend_sim_create(&o, &be));
+  return be;
+}
+
+static uint64_t seg(tc_backend *be, uint64_t size) {
+  uint64_t a = 0;
+  CHECK_OK(be->segment_alloc(be->ctx, 0, size, &a));
+  return a;
+}
+
+static void test_driver_model(void) {
+  tc_backend *be = mk(TC_SIM_VA_DRIVER, 0, NULL, 0);
+  CHECK(!strcmp(be->name, "sim"));
+  CHECK_EQ_INT(seg(be, 2 * MiB), B - 66 * MiB);     /* the free slot below the driver's chunk */
+  CHECK_EQ_INT(seg(be, 2 * MiB), B + 8 * MiB);      /* after the driver's 8 MiB */
+  CHECK_EQ_INT(seg(be, 20 * MiB), B + 10 * MiB);    /* lowest range that fits */
+  uint64_t s4 = seg(be, 20 * MiB);                  /* nothing fits: the first new chunk */
+  CHECK_EQ_INT(s4, B - 480 * MiB);
+  CHECK_EQ_INT(seg(be, 20 * MiB), B - 512 * MiB);   /* directly below the lowest chunk */
+  CHECK_EQ_INT(seg(be, 2 * MiB), B - 492 * MiB);    /* small segments fill chunk tails, lowest first */
+  uint64_t s7 = seg(be, 64 * MiB);
+  CHECK_EQ_INT(s7, B - 576 * MiB);
+  CHECK_OK(be->segment_free(be->ctx, 0, s7, 64 * MiB)); /* a released > 32 MiB chunk: reusable */
+  CHECK_EQ_INT(seg(be, 32 * MiB), B - 544 * MiB);   /* top of the gap */
+  CHECK_OK(be->segment_free(be->ctx, 0, s4, 20 * MiB)); /* a 32 MiB chunk: never reused */
+  CHECK_EQ_INT(seg(be, 20 * MiB), B - 576 * MiB);   /* the rest of the gap */
+  CHECK_EQ_INT(seg(be, 20 * MiB), B - 608 * MiB);   /* then below the lowest again, not at B-480 */
+  CHECK_EQ_INT(tc_backend_sim_used(be), (2 + 2 + 20 + 20 + 2 + 32 + 20 + 20) * MiB); /* all but s4, s7 */
+  tc_backend_sim_destroy(be);
+
+  be = mk(TC_SIM_VA_DRIVER, 0, NULL, 1); /* streams before the first cudaMalloc */
+  CHECK_EQ_INT(seg(be, 2 * MiB), B + 6 * MiB);
+  CHECK_EQ_INT(seg(be, 2 * MiB), B + 8 * MiB);
+  tc_backend_sim_destroy(be);
+}
+
+static void test_ascending_and_capacity(void) {
+  tc_backend *be = mk(TC_SIM_VA_ASCENDING, 30 * MiB, NULL, 0);
+  uint64_t a = seg(be, 2 * MiB), b = seg(be, 20 * MiB), x = 0;
+  CHECK_EQ_INT(a, B);
+  CHECK_EQ_INT(b, B + 2 * MiB);
+  CHECK_EQ_INT(be->segment_alloc(be->ctx, 0, 10 * MiB, &x), TCUDA_ERROR_OUT_OF_MEMORY); /* 32 > 30 */
+  uint64_t fr = 0, tot = 0;
+  CHECK_OK(be->mem_info(be->ctx, 0, &fr, &tot));
+  CHECK_EQ_INT(fr, 8 * MiB);
+  CHECK_EQ_INT(tot, 30 * MiB);
+  CHECK_ERR(be->segment_free(be->ctx, 0, a + 4096, 2 * MiB), TCUDA_ERROR_INVALID_POINTER, "unknown segment");
+  CHECK_ERR(be->segment_free(be->ctx, 0, a, 4 * MiB), TCUDA_ERROR_INVALID_POINTER, "unknown segment");
+  CHECK_OK(be->segment_free(be->ctx, 0, a, 2 * MiB));
+  CHECK_EQ_INT(tc_backend_sim_used(be), 20 * MiB);
+  CHECK_EQ_INT(seg(be, 2 * MiB), B + 22 * MiB); /* ascending never reuses */
+  tc_backend_sim_destroy(be);
+
+  tc_sim_options bad = {0, (tc_sim_va)9, NULL, 0};
+  tc_backend *nb = NULL;
+  CHECK_ERR(tc_backend_sim_create(&bad, &nb), TCUDA_ERROR_INVALID_ARGUMENT, "address model");
+  CHECK(nb == NULL);
+}
+
+static char tmp_path[64];
+static const char *write_tmp(const char *text) {
+  strcpy(tmp_path, "/tmp/tcuda_sim_addrs_XXXXXX");
+  int fd = mkstemp(tmp_path);
+  CHECK(fd >= 0);
+  CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+  close(fd);
+  return tmp_path;
+}
+
+static void test_replay_addresses(void) {
+  const char *p = write_tmp("# recorded on an H200\n0x7f1000000000 2097152\n\n140737488355328 0x1400000  # 20 MiB\n");
+  tc_backend *be = mk(TC_SIM_VA_DRIVER, 0, p, 0);
+  CHECK_EQ_INT(seg(be, 2 * MiB), 0x7f1000000000ull);
+  CHECK_EQ_INT(seg(be, 20 * MiB), 140737488355328ull);
+  CHECK_EQ_INT(seg(be, 2 * MiB), B - 66 * MiB); /* list done: the model */
+  tc_backend_sim_destroy(be);
+
+  /* Through the allocator: its cudaMallocs get the recorded addresses. */
+  be = mk(TC_SIM_VA_ASCENDING, 0, p, 0);
+  tc_alloc *a = NULL;
+  CHECK_OK(tc_alloc_create(0, be, NULL, 150109880320ull, &a));
+  uint64_t x = 0, y = 0;
+  CHECK_OK(tc_alloc_malloc(a, 100, 0, &x));
+  CHECK_OK(tc_alloc_malloc(a, 5 * MiB, 0, &y));
+  CHECK_EQ_INT(x, 0x7f1000000000ull);
+  CHECK_EQ_INT(y, 140737488355328ull);
+  tc_alloc_destroy(a);
+  tc_backend_sim_destroy(be);
+  unlink(p);
+
+  p = write_tmp("0x100000000 4194304\n0x100200000 2097152\n0x100200000 2097152\n");
+  be = mk(TC_SIM_VA_DRIVER, 0, p, 0);
+  uint64_t first = seg(be, 4 * MiB), z = 0;
+  CHECK_ERR(be->segment_alloc(be->ctx, 0, 2 * MiB, &z), TCUDA_ERROR_INVALID_STATE,
+            "replay diverged at segment 2: recorded address 0x100200000 overlaps live segment 0x100000000");
+  CHECK_EQ_INT(tc_backend_sim_used(be), 4 * MiB);
+  CHECK_OK(be->segment_free(be->ctx, 0, first, 4 * MiB));
+  CHECK_EQ_INT(seg(be, 2 * MiB), 0x100200000ull); /* no longer overlapping */
+  CHECK_ERR(be->segment_alloc(be->ctx, 0, 4 * MiB, &z), TCUDA_ERROR_INVALID_STATE,
+            "replay diverged at segment 3: recorded size 2097152, the allocator asked for 4194304");
+  tc_backend_sim_destroy(be);
+  unlink(p);
+
+  tc_sim_options o = {0, TC_SIM_VA_DRIVER, NULL, 0};
+  tc_backend *nb = NULL;
+  p = write_tmp("0x1000 2097152\n0xZZ 5\n");
+  o.addresses_path = p;
+  CHECK_ERR(tc_backend_sim_create(&o, &nb), TCUDA_ERROR_PARSE, ":2: expected 'ADDR SIZE', got '0xZZ 5'");
+  unlink(p);
+  p = write_tmp("12345\n");
+  CHECK_ERR(tc_backend_sim_create(&o, &nb), TCUDA_ERROR_PARSE, ":1:");
+  unlink(p);
+  p = write_tmp("0x1000 2097152 7\n");
+  CHECK_ERR(tc_backend_sim_create(&o, &nb), TCUDA_ERROR_PARSE, ":1:");
+  unlink(p);
+  o.addresses_path = "/nonexistent/tcuda/addrs.txt";
+  CHECK_ERR(tc_backend_sim_create(&o, &nb), TCUDA_ERROR_IO, "/nonexistent/tcuda/addrs.txt");
+  CHECK(nb == NULL);
+}
+
+static void test_vmm(void) {
+  tc_backend *be = mk(TC_SIM_VA_DRIVER, 30 * MiB, NULL, 0);
+  uint64_t r = 0;
+  CHECK_OK(be->va_reserve(be->ctx, 0, 200 * MiB, &r));
+  CHECK_OK(be->map(be->ctx, 0, r, 20 * MiB));
+  CHECK_EQ_INT(tc_backend_sim_used(be), 20 * MiB);
+  CHECK_EQ_INT(be->map(be->ctx, 0, r + 20 * MiB, 20 * MiB), TCUDA_ERROR_OUT_OF_MEMORY); /* capacity */
+  CHECK_ERR(be->map(be->ctx, 0, r, 2 * MiB), TCUDA_ERROR_INVALID_STATE, "already mapped");
+  CHECK_ERR(be->map(be->ctx, 0, r + 199 * MiB, 4 * MiB), TCUDA_ERROR_INVALID_ARGUMENT, "outside a reservation");
+  CHECK_ERR(be->unmap(be->ctx, 0, r + 20 * MiB, 2 * MiB), TCUDA_ERROR_INVALID_ARGUMENT, "not mapped");
+  CHECK_ERR(be->va_release(be->ctx, 0, r, 200 * MiB), TCUDA_ERROR_INVALID_STATE, "still mapped");
+  CHECK_OK(be->unmap(be->ctx, 0, r, 20 * MiB));
+  CHECK_EQ_INT(tc_backend_sim_used(be), 0);
+  CHECK_OK(be->va_release(be->ctx, 0, r, 200 * MiB));
+  CHECK_ERR(be->va_release(be->ctx, 0, r, 200 * MiB), TCUDA_ERROR_INVALID_POINTER, "unknown reservation");
+  tc_backend_sim_destroy(be);
+}
+
+static void test_events(void) {
+  tc_backend *be = mk(TC_SIM_VA_DRIVER, 0, NULL, 0);
+  void *e1 = NULL, *e2 = NULL, *e3 = NULL;
+  CHECK_OK(be->event_record(be->ctx, 0, 5, &e1));
+  CHECK_OK(be->event_record(be->ctx, 0, 6, &e2));
+  CHECK_EQ_INT(be->event_query(be->ctx, e1), 0);
+  CHECK_OK(be->stream_synchronize(be->ctx, 0, 6)); /* only stream 6's events */
+  CHECK_EQ_INT(be->event_query(be->ctx, e1), 0);
+  CHECK_EQ_INT(be->event_query(be->ctx, e2), 1);
+  CHECK_OK(be->event_synchronize(be->ctx, e1));
+  CHECK_EQ_INT(be->event_query(be->ctx, e1), 1);
+  CHECK_OK(be->event_record(be->ctx, 0, 6, &e3)); /* recorded after the sync */
+  CHECK_EQ_INT(be->event_query(be->ctx, e3), 0);
+  tc_backend_sim_complete_events(be);
+  CHECK_EQ_INT(be->event_query(be->ctx, e3), 1);
+  be->event_release(be->ctx, e1);
+  be->event_release(be->ctx, e2);
+  be->event_release(be->ctx, e3);
+  tc_backend_sim_destroy(be);
+}
+
+TC_MAIN(T(test_driver_model), T(test_ascending_and_capacity), T(test_replay_addresses), T(test_vmm), T(test_events))
