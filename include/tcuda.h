@@ -511,6 +511,154 @@ TCUDA_API tcuda_status tcuda_host_reset_peak_memory_stats(void);
 TCUDA_API tcuda_status tcuda_host_reset_accumulated_memory_stats(void);
 
 /* ======================================================================
+ * Collectives (torch.cuda.comm)
+ * ====================================================================== */
+
+/* Tensors are DLPack tensors, so tensors from PyTorch, CuPy or JAX pass
+ * straight through. DLTensor is an untagged struct in dlpack v0.6, so it
+ * cannot be forward-declared: include <dlpack/dlpack.h> (any version)
+ * BEFORE tcuda.h and tcuda_dltensor_t is DLTensor itself; otherwise it is
+ * an opaque type and you pass (const tcuda_dltensor_t *)&your_dltensor.
+ * DLManagedTensor has a tag in every version.
+ *
+ * Inputs: DLPack's kDLCUDA or kDLCUDAManaged (GPU), kDLCPU or kDLCUDAHost
+ * (host) tensors of 0 to 25 dims, any strides, dtypes int8..64, uint8..64,
+ * float16/32/64, bfloat16, bool, complex32/64/128 and the 8-bit float
+ * formats (moved, never summed); lanes 1.
+ *
+ * Outputs are DLManagedTensors the caller releases with their deleter
+ * (m->deleter(m)). New memory comes from the caching allocator on the
+ * output's device and on that device's current stream (scatter: the stream
+ * given for it), and the deleter gives it back there. Some outputs VIEW an
+ * input instead, exactly where PyTorch returns the input itself: then the
+ * deleter frees only the descriptor and the input must outlive the view.
+ *
+ * Work is queued on the devices' current streams and the calls return
+ * without waiting (except gathers to the host). Like PyTorch's copy_, a
+ * copy between two GPUs runs on the source device's current stream with a
+ * two-way barrier against the destination's stream.
+ *
+ * Engines: when PyTorch would use NCCL (CUDA tensors, dense and contiguous,
+ * on unique devices) tcuda uses NCCL, except that a transfer between
+ * exactly two GPUs with peer access uses tcuda's own NVLink copy and sum
+ * kernels, which are faster. Other cases use peer copies and tcuda's sum
+ * kernel. TCUDA_COMM_ENGINE=nccl (always NCCL where PyTorch would) or copy
+ * (never NCCL) overrides; TCUDA_COMM_P2P=ce moves peer copies with the copy
+ * engines (cudaMemcpyPeerAsync) instead of SM kernels. NCCL communicators
+ * are cached per ordered device list (ncclCommInitAll) and never destroyed,
+ * as in PyTorch, whose destroy-at-exit crashed.
+ *
+ * Differences from PyTorch: complex tensors keep their dtype (PyTorch
+ * returns the view_as_real form; the bytes are the same); dtypes are never
+ * converted (a mismatch is an error); new outputs are contiguous except
+ * scatter's, which keep a dense chunk's strides (memory_format=Preserve);
+ * bool sums are logical or on every engine; 16-bit integers broadcast and
+ * sum (PyTorch's NCCL path refuses them). */
+struct DLManagedTensor;
+#ifdef DLPACK_DLPACK_H_
+typedef DLTensor tcuda_dltensor_t;
+#else
+typedef struct tcuda_dltensor_opaque tcuda_dltensor_t;
+#endif
+
+/* broadcast_coalesced / reduce_add_coalesced's default bucket size (10 MiB). */
+#define TCUDA_COMM_BUFFER_SIZE_DEFAULT ((size_t)10485760)
+/* gather's destination for host memory (PyTorch's destination=-1/"cpu";
+ * here -1 keeps tcuda's meaning, the current device). */
+#define TCUDA_COMM_HOST (-2)
+
+/* torch.cuda.comm.broadcast(tensor, devices): out[i] is a copy on
+ * devices[i] (n entries; 0 is fine). A slot whose device is the source's
+ * own gets a view of the source. The source may be on the host. Devices
+ * must be >= 0 and < device count. */
+TCUDA_API tcuda_status tcuda_comm_broadcast(const tcuda_dltensor_t *tensor, const int *devices, size_t ndevices,
+                                            struct DLManagedTensor **out);
+/* broadcast(tensor, out=...): copy into nout existing GPU tensors of the
+ * same shape and dtype (any strides). */
+TCUDA_API tcuda_status tcuda_comm_broadcast_out(const tcuda_dltensor_t *tensor, const tcuda_dltensor_t *const *out,
+                                                size_t nout);
+/* broadcast_coalesced(tensors, devices, buffer_size): every tensor must be
+ * on devices[0]. out is [ndevices][ntensors] row-major: row 0 views the
+ * inputs; row i holds contiguous copies on devices[i], in input order.
+ * Tensors are bucketed as PyTorch does (grouped by dtype, a bucket emitted
+ * once it reaches buffer_size bytes); a row's tensors of one bucket share
+ * one allocation, freed when the last of them is released. */
+TCUDA_API tcuda_status tcuda_comm_broadcast_coalesced(const tcuda_dltensor_t *const *tensors, size_t ntensors,
+                                                      const int *devices, size_t ndevices, size_t buffer_size,
+                                                      struct DLManagedTensor **out);
+/* reduce_add(inputs, destination): elementwise sum in the inputs' dtype,
+ * on `destination` (-1: current device), which must hold one of the inputs.
+ * With one input, *out views it. */
+TCUDA_API tcuda_status tcuda_comm_reduce_add(const tcuda_dltensor_t *const *inputs, size_t ninputs, int destination,
+                                             struct DLManagedTensor **out);
+/* reduce_add_coalesced(inputs, destination, buffer_size): inputs is
+ * [ngpus][ntensors] row-major, one row per GPU (all of a row on one
+ * device); out[ntensors] are the sums on destination, bucketed as
+ * torch/_utils.py's _take_tensors. With one row, out views the inputs. */
+TCUDA_API tcuda_status tcuda_comm_reduce_add_coalesced(const tcuda_dltensor_t *const *inputs, size_t ngpus,
+                                                       size_t ntensors, int destination, size_t buffer_size,
+                                                       struct DLManagedTensor **out);
+/* scatter(tensor, devices, chunk_sizes, dim, streams): split along dim
+ * (chunk_sizes: nchunk_sizes sizes, or NULL for torch.chunk(ndevices),
+ * which may make fewer chunks) and copy chunk i to devices[i]; *nout
+ * receives the number of chunks, out needs room for ndevices. A chunk
+ * already on its device is a view. streams (NULL, or ndevices entries, each
+ * NULL or a stream on devices[i]) carry the copies, as PyTorch's per-device
+ * streams do. The source may be on the host. */
+TCUDA_API tcuda_status tcuda_comm_scatter(const tcuda_dltensor_t *tensor, const int *devices, size_t ndevices,
+                                          const int64_t *chunk_sizes, size_t nchunk_sizes, int64_t dim,
+                                          const tcuda_stream_t *const *streams, struct DLManagedTensor **out,
+                                          size_t *nout);
+/* scatter(tensor, dim, streams, out=...): chunk sizes come from the nout
+ * GPU outputs' sizes along dim. */
+TCUDA_API tcuda_status tcuda_comm_scatter_out(const tcuda_dltensor_t *tensor, const tcuda_dltensor_t *const *out,
+                                              size_t nout, int64_t dim, const tcuda_stream_t *const *streams);
+/* gather(tensors, dim, destination): concatenate GPU tensors along dim on
+ * `destination`: a device, -1 for the current device, or TCUDA_COMM_HOST.
+ * A host result is page-locked memory from the pinned caching allocator
+ * (DLPack kDLCPU; the copies run at PCIe/C2C speed) and the call waits for
+ * it, as PyTorch's gather to the CPU does. */
+TCUDA_API tcuda_status tcuda_comm_gather(const tcuda_dltensor_t *const *tensors, size_t ntensors, int64_t dim,
+                                         int destination, struct DLManagedTensor **out);
+/* gather(tensors, dim, out=...): into an existing tensor (GPU or host, any
+ * strides). A host out waits for completion; pageable host memory is
+ * filled through pinned staging. */
+TCUDA_API tcuda_status tcuda_comm_gather_out(const tcuda_dltensor_t *const *tensors, size_t ntensors, int64_t dim,
+                                             const tcuda_dltensor_t *out);
+
+/* Beyond one process (torch.cuda.nccl.unique_id / init_rank): NCCL's own
+ * bootstrap. One process makes an id, hands its bytes to the others (pipe,
+ * file, MPI...), and every rank calls tcuda_comm_init_rank with it. Works
+ * across hosts wherever NCCL reaches (see docs/comm-multinode.md). */
+#define TCUDA_COMM_UNIQUE_ID_BYTES 128
+typedef struct tcuda_comm_unique_id {
+  unsigned char internal[TCUDA_COMM_UNIQUE_ID_BYTES]; /* ncclUniqueId */
+} tcuda_comm_unique_id_t;
+typedef struct tcuda_comm tcuda_comm_t;
+
+TCUDA_API tcuda_status tcuda_comm_unique_id(tcuda_comm_unique_id_t *id);
+/* Join a communicator of nranks ranks as `rank`, on `device` (-1: current).
+ * Blocks until all ranks have joined. */
+TCUDA_API tcuda_status tcuda_comm_init_rank(int nranks, const tcuda_comm_unique_id_t *id, int rank, int device,
+                                            tcuda_comm_t **out);
+/* Destroy a communicator from tcuda_comm_init_rank (NULL is fine). */
+TCUDA_API tcuda_status tcuda_comm_destroy(tcuda_comm_t *comm);
+/* This rank, the rank count and the device. Any out pointer may be NULL. */
+TCUDA_API tcuda_status tcuda_comm_info(const tcuda_comm_t *comm, int *rank, int *nranks, int *device);
+/* In-place broadcast of a dense contiguous tensor on the communicator's
+ * device from rank `root` to all ranks, on `stream` (NULL: the device's
+ * current stream). Shapes and dtypes must agree across ranks. */
+TCUDA_API tcuda_status tcuda_comm_broadcast_rank(tcuda_comm_t *comm, const tcuda_dltensor_t *tensor, int root,
+                                                 const tcuda_stream_t *stream);
+/* Sum `send` over all ranks into `recv` on rank `root` (recv is ignored,
+ * and may be NULL, elsewhere; recv may be send). */
+TCUDA_API tcuda_status tcuda_comm_reduce_rank(tcuda_comm_t *comm, const tcuda_dltensor_t *send,
+                                              const tcuda_dltensor_t *recv, int root, const tcuda_stream_t *stream);
+/* Sum over all ranks into `recv` on every rank (recv may be send). */
+TCUDA_API tcuda_status tcuda_comm_all_reduce_rank(tcuda_comm_t *comm, const tcuda_dltensor_t *send,
+                                                  const tcuda_dltensor_t *recv, const tcuda_stream_t *stream);
+
+/* ======================================================================
  * NVTX ranges                                        (torch.cuda.nvtx)
  * ====================================================================== */
 
