@@ -416,6 +416,80 @@ typedef struct tcuda_snapshot {
   tcuda_segment_info_t *segments;
 } tcuda_snapshot_t;
 
+/* Device memory from the caching allocator (torch.cuda.caching_allocator_alloc
+ * and friends). Sizes are rounded and served from cached segments exactly as
+ * PyTorch 2.11 does, so memory_stats() and snapshots match torch's for the
+ * same sequence of calls. Options come from TCUDA_ALLOC_CONF (else
+ * PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF), read when a device's
+ * allocator is first used, or from tcuda_allocator_set_config().
+ *
+ * Memory belongs to a stream: a freed block is reused only by allocations on
+ * the same stream. Use tcuda_record_stream() when other streams still use it.
+ * A size of 0 gives *ptr = NULL. Errors: TCUDA_ERROR_OUT_OF_MEMORY with
+ * PyTorch's "CUDA out of memory. Tried to allocate ..." message (the cache is
+ * flushed and the allocation retried first), TCUDA_ERROR_OVERFLOW for sizes
+ * that overflow when rounded, TCUDA_ERROR_CONFIG for a bad option string.
+ * On failure *ptr is NULL. */
+TCUDA_API tcuda_status tcuda_malloc(void **ptr, size_t size);
+/* On `device` (-1: current) for `stream`, which must be on that device. */
+TCUDA_API tcuda_status tcuda_malloc_on(void **ptr, size_t size, int device, tcuda_stream_t stream);
+/* NULL is fine. Anything not from tcuda_malloc*, or freed already, is
+ * TCUDA_ERROR_INVALID_POINTER and changes nothing. */
+TCUDA_API tcuda_status tcuda_free(void *ptr);
+/* Tensor.record_stream: the block is not reused until the work queued on
+ * `stream` up to now is done (checked at later allocations). `ptr` must be
+ * the start of a live allocation. */
+TCUDA_API tcuda_status tcuda_record_stream(void *ptr, tcuda_stream_t stream);
+/* Give every cached, wholly free segment back to CUDA, on all devices (waits
+ * for pending record_stream events first). */
+TCUDA_API tcuda_status tcuda_empty_cache(void);
+
+/* torch.cuda.memory_stats(device). */
+TCUDA_API tcuda_status tcuda_memory_stats(int device, tcuda_memory_stats_t *out);
+/* The same as JSON with PyTorch's dotted keys; free with tcuda_string_free. */
+TCUDA_API tcuda_status tcuda_memory_stats_json(int device, char **json);
+/* Bytes: allocated_bytes.all.current / .peak, reserved_bytes.all.current /
+ * .peak; the *_cached names are torch's deprecated aliases of *_reserved. */
+TCUDA_API tcuda_status tcuda_memory_allocated(int device, int64_t *bytes);
+TCUDA_API tcuda_status tcuda_max_memory_allocated(int device, int64_t *bytes);
+TCUDA_API tcuda_status tcuda_memory_reserved(int device, int64_t *bytes);
+TCUDA_API tcuda_status tcuda_max_memory_reserved(int device, int64_t *bytes);
+TCUDA_API tcuda_status tcuda_memory_cached(int device, int64_t *bytes);
+TCUDA_API tcuda_status tcuda_max_memory_cached(int device, int64_t *bytes);
+/* Peaks := current values, for every stat. */
+TCUDA_API tcuda_status tcuda_reset_peak_memory_stats(int device);
+/* allocated/freed totals and the counters (retries, ooms, ...) := 0. */
+TCUDA_API tcuda_status tcuda_reset_accumulated_memory_stats(int device);
+/* Deprecated in torch; like there, both reset every peak. */
+TCUDA_API tcuda_status tcuda_reset_max_memory_allocated(int device);
+TCUDA_API tcuda_status tcuda_reset_max_memory_cached(int device);
+
+/* Cap this process's cached memory on a device at fraction * total memory:
+ * past it, allocations fail with OOM without asking CUDA. 1.0 removes the
+ * cap. Outside [0, 1]: "Invalid fraction value". */
+TCUDA_API tcuda_status tcuda_set_per_process_memory_fraction(double fraction, int device);
+TCUDA_API tcuda_status tcuda_get_per_process_memory_fraction(int device, double *fraction);
+
+/* torch.cuda.memory_summary(device, abbreviated): free with tcuda_string_free. */
+TCUDA_API tcuda_status tcuda_memory_summary(int device, int abbreviated, char **out);
+/* torch.cuda.memory_snapshot(): the segments of every device that has used
+ * the allocator, by device, then address. Free with tcuda_snapshot_free. */
+TCUDA_API tcuda_status tcuda_memory_snapshot(tcuda_snapshot_t **out);
+TCUDA_API void tcuda_snapshot_free(tcuda_snapshot_t *snapshot);
+/* The snapshot's segments as a JSON array (torch's dict keys). */
+TCUDA_API tcuda_status tcuda_memory_snapshot_json(char **out);
+
+/* torch.cuda.memory._set_allocator_settings: apply "key:value,..." options
+ * now, to every device. As in torch, max_split_size_mb,
+ * roundup_power2_divisions and garbage_collection_threshold return to their
+ * defaults unless given; other options keep their values. A bad string is
+ * an error naming the key and changes nothing. */
+TCUDA_API tcuda_status tcuda_allocator_set_config(const char *conf);
+/* The effective options as a string that tcuda_allocator_set_config accepts,
+ * e.g. "backend:native,max_non_split_rounding_mb:20,expandable_segments:False,
+ * release_lock_on_cudamalloc:False". Free with tcuda_string_free. */
+TCUDA_API tcuda_status tcuda_allocator_get_config(char **out);
+
 /* @@ALLOCATOR@@ */
 
 /* ======================================================================
