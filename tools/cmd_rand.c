@@ -56,6 +56,19 @@ static int parse_f64(const char *opt, const char *s, double *v) {
   return 1;
 }
 
+enum kind { UNIFORM, NORMAL, RANDOM, RANDINT };
+
+static tcuda_status fill(enum kind kind, void *d, size_t n, tcuda_dtype dt, double from, double to, double mean,
+                         double std, int have_low, int64_t low, int64_t high) {
+  switch (kind) {
+  case UNIFORM: return tcuda_rand_uniform(NULL, d, n, dt, from, to, NULL);
+  case NORMAL: return tcuda_rand_normal(NULL, d, n, dt, mean, std, NULL);
+  case RANDOM:
+    return have_low ? tcuda_rand_random_from(NULL, d, n, dt, low, NULL) : tcuda_rand_random(NULL, d, n, dt, NULL);
+  default: return tcuda_rand_randint(NULL, d, n, dt, low, high, NULL);
+  }
+}
+
 int cmd_rand(int argc, char **argv) {
   const char *dist = NULL, *dtype_name = NULL, *out_path = NULL;
   uint64_t seed = 0, offset = 0, n = 0;
@@ -90,7 +103,7 @@ int cmd_rand(int argc, char **argv) {
     rand_usage(stderr);
     return 2;
   }
-  enum { UNIFORM, NORMAL, RANDOM, RANDINT } kind;
+  enum kind kind;
   if (!strcmp(dist, "uniform")) kind = UNIFORM;
   else if (!strcmp(dist, "normal")) kind = NORMAL;
   else if (!strcmp(dist, "random")) kind = RANDOM;
@@ -103,6 +116,8 @@ int cmd_rand(int argc, char **argv) {
   if (n > SIZE_MAX / es) { fprintf(stderr, "tcuda rand: -n %" PRIu64 " is too large\n", n); return 2; }
   size_t bytes = (size_t)n * es;
 
+  /* n = 0 checks the arguments without a GPU: report them before CUDA errors */
+  if (fill(kind, NULL, 0, dt, from, to, mean, std, have_low, low, high)) return cli_fail("rand");
   if (device >= 0 && tcuda_set_device((int)device)) return cli_fail("rand");
   if (have_seed || have_offset) {
     uint8_t st[TCUDA_RNG_STATE_SIZE];
@@ -122,15 +137,7 @@ int cmd_rand(int argc, char **argv) {
       return 1;
     }
   }
-  tcuda_status s;
-  switch (kind) {
-  case UNIFORM: s = tcuda_rand_uniform(NULL, d, n, dt, from, to, NULL); break;
-  case NORMAL: s = tcuda_rand_normal(NULL, d, n, dt, mean, std, NULL); break;
-  case RANDOM:
-    s = have_low ? tcuda_rand_random_from(NULL, d, n, dt, low, NULL) : tcuda_rand_random(NULL, d, n, dt, NULL);
-    break;
-  default: s = tcuda_rand_randint(NULL, d, n, dt, low, high, NULL); break;
-  }
+  tcuda_status s = fill(kind, d, n, dt, from, to, mean, std, have_low, low, high);
   if (s) { if (d) cudaFree(d); return cli_fail("rand"); }
   unsigned char *h = NULL;
   if (bytes) {
