@@ -19,20 +19,14 @@
 /* ---------------------------------------------------------------------
  * memory: device caching allocator, pinned host caching allocator
  * --------------------------------------------------------------------- */
-/* Weak until the device caching allocator lands in tcuda.h: the comm
- * layer then reports NOT_SUPPORTED instead of breaking the link. */
-tcuda_status tcuda_malloc_on(void **ptr, size_t size, int device, tcuda_stream_t stream) __attribute__((weak));
-tcuda_status tcuda_free(void *ptr) __attribute__((weak));
-
 static tcuda_status dev_alloc(const char *func, void **p, size_t bytes, int dev, tcuda_stream_t s) {
+  (void)func;
   *p = NULL;
   if (!bytes) return TCUDA_SUCCESS;
-  if (!tcuda_malloc_on || !tcuda_free)
-    return tc_error(TCUDA_ERROR_NOT_SUPPORTED, "%s: the device caching allocator is not built in", func);
   return tcuda_malloc_on(p, bytes, dev, s);
 }
 static void dev_free(void *p) {
-  if (p && tcuda_free) (void)tcuda_free(p);
+  if (p) (void)tcuda_free(p);
 }
 
 /* An allocation shared by outputs (coalesced buckets): freed with the last. */
