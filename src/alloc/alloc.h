@@ -85,6 +85,10 @@ void tc_backend_sim_destroy(tc_backend *be);
 void tc_backend_sim_complete_events(tc_backend *be);
 /* Bytes currently reserved on the simulated device. */
 uint64_t tc_backend_sim_used(const tc_backend *be);
+/* Expandable segments: the next va_reserve calls return these bases, in
+ * order (then the sim's own). A base overlapping a live reservation fails
+ * with "replay diverged at reservation N". Replaces an earlier list. */
+tcuda_status tc_backend_sim_reserve_at(tc_backend *be, const uint64_t *bases, size_t n);
 
 /* ---- the per-device caching allocator ---- */
 typedef struct tc_alloc tc_alloc;

@@ -72,6 +72,8 @@ typedef struct sim {
   sim_res *res;
   size_t nres, capres;
   uint64_t res_next;
+  uint64_t *res_bases; /* recorded reservation bases */
+  size_t nres_bases, res_pos;
   uint64_t ev_seq, ev_done;
   sim_sdone *sdone;
   size_t nsdone, capsdone;
@@ -312,10 +314,25 @@ static tcuda_status sim_va_reserve(void *ctx, int device, uint64_t size, uint64_
       !(pmap = (uint8_t *)calloc((size + UNIT - 1) / UNIT, 1))) {
     st = host_oom();
   } else {
-    uint64_t a = s->res_next;
-    s->res_next = (a + size + ((uint64_t)1 << 30)) & ~(((uint64_t)1 << 30) - 1); /* 1 GiB apart */
-    s->res[s->nres++] = (sim_res){a, size, 0, pmap};
-    *addr = a;
+    uint64_t a = 0;
+    if (s->res_pos < s->nres_bases) {
+      a = s->res_bases[s->res_pos];
+      for (size_t i = 0; i < s->nres; i++)
+        if (a < s->res[i].addr + s->res[i].size && s->res[i].addr < a + size)
+          st = tc_error(TCUDA_ERROR_INVALID_STATE,
+                        "replay diverged at reservation %zu: recorded base 0x%llx overlaps live reservation 0x%llx",
+                        s->res_pos + 1, (unsigned long long)a, (unsigned long long)s->res[i].addr);
+      if (!st) s->res_pos++;
+    } else {
+      a = s->res_next;
+      s->res_next = (a + size + ((uint64_t)1 << 30)) & ~(((uint64_t)1 << 30) - 1); /* 1 GiB apart */
+    }
+    if (st) {
+      free(pmap);
+    } else {
+      s->res[s->nres++] = (sim_res){a, size, 0, pmap};
+      *addr = a;
+    }
   }
   pthread_mutex_unlock(&s->mu);
   return st;
@@ -526,6 +543,7 @@ void tc_backend_sim_destroy(tc_backend *be) {
   free(s->rec);
   free(s->res);
   free(s->sdone);
+  free(s->res_bases);
   pthread_mutex_destroy(&s->mu);
   free(s);
 }
@@ -581,4 +599,20 @@ uint64_t tc_backend_sim_used(const tc_backend *be) {
   uint64_t u = s->used;
   pthread_mutex_unlock(&s->mu);
   return u;
+}
+
+tcuda_status tc_backend_sim_reserve_at(tc_backend *be, const uint64_t *bases, size_t n) {
+  TC_CHECK_ARG("tc_backend_sim_reserve_at", be != NULL, "backend");
+  TC_CHECK_ARG("tc_backend_sim_reserve_at", bases != NULL || n == 0, "bases");
+  sim *s = (sim *)be->ctx;
+  uint64_t *copy = NULL;
+  if (n && !(copy = (uint64_t *)malloc(n * sizeof *copy))) return host_oom();
+  if (n) memcpy(copy, bases, n * sizeof *copy);
+  pthread_mutex_lock(&s->mu);
+  free(s->res_bases);
+  s->res_bases = copy;
+  s->nres_bases = n;
+  s->res_pos = 0;
+  pthread_mutex_unlock(&s->mu);
+  return TCUDA_SUCCESS;
 }

@@ -144,6 +144,21 @@ static void test_vmm(void) {
   CHECK_EQ_INT(tc_backend_sim_used(be), 0);
   CHECK_OK(be->va_release(be->ctx, 0, r, 200 * MiB));
   CHECK_ERR(be->va_release(be->ctx, 0, r, 200 * MiB), TCUDA_ERROR_INVALID_POINTER, "unknown reservation");
+
+  /* Recorded reservation bases come back in order, then the sim's own. */
+  const uint64_t bases[] = {0x7f5000000000ull, 0x7f5000400000ull};
+  CHECK_OK(tc_backend_sim_reserve_at(be, bases, 2));
+  uint64_t r1 = 0, r2 = 0, r3 = 0;
+  CHECK_OK(be->va_reserve(be->ctx, 0, 8 * MiB, &r1));
+  CHECK_EQ_INT(r1, bases[0]);
+  CHECK_ERR(be->va_reserve(be->ctx, 0, 8 * MiB, &r2), TCUDA_ERROR_INVALID_STATE,
+            "replay diverged at reservation 2: recorded base 0x7f5000400000 overlaps");
+  CHECK_OK(be->va_release(be->ctx, 0, r1, 8 * MiB));
+  CHECK_OK(be->va_reserve(be->ctx, 0, 8 * MiB, &r2));
+  CHECK_EQ_INT(r2, bases[1]);
+  CHECK_OK(be->va_reserve(be->ctx, 0, 2 * MiB, &r3));
+  CHECK(r3 != r1 && r3 != r2);
+  CHECK_ERR(tc_backend_sim_reserve_at(be, NULL, 3), TCUDA_ERROR_INVALID_ARGUMENT, "bases");
   tc_backend_sim_destroy(be);
 }
 
