@@ -111,6 +111,14 @@ static tcuda_status stream_arg(const char *F, const tcuda_stream_t *sp, tcuda_st
 }
 
 static tcuda_status record_on(const char *F, tcuda_event_t *e, tcuda_stream_t st) {
+  /* Hot path: a created event on a non-default stream of its own device. A
+   * non-null stream names its context, so no device switch is needed; the
+   * legacy default stream (NULL) means "the current device's" and does. */
+  cudaEvent_t h = ev_get(e);
+  if (h && st.handle && e->device == st.device) {
+    cudaError_t err = cudaEventRecord(h, st.handle);
+    return err == cudaSuccess ? TCUDA_SUCCESS : tc_cuda_error(err, F, "cudaEventRecord");
+  }
   int saved;
   tcuda_status s = ensure_created(F, e, st.device, 1);
   if (s || (s = tc_on_device_begin(F, st.device, &saved))) return s;
