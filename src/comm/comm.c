@@ -603,8 +603,8 @@ static tcuda_status broadcast_impl(const char *func, const tc_opts *o, const tc_
     nnew++;
   }
   if (!st && nnew && bytes) {
-    int all_peer = 1;
-    for (size_t j = 1; j <= nnew; j++)
+    int all_peer = src->on_gpu;
+    for (size_t j = 1; j <= nnew && all_peer; j++)
       if (!peer_ok(src->device, devs[j])) all_peer = 0;
     int use_nccl = unique && o->engine != ENG_COPY && tc_nccl_available() &&
                    (o->engine == ENG_NCCL || nnew != 1 || !all_peer);
