@@ -733,6 +733,23 @@ TCUDA_API tcuda_status tcuda_comm_all_reduce_rank(tcuda_comm_t *comm, const tcud
                                                   const tcuda_dltensor_t *recv, const tcuda_stream_t *stream);
 
 /* ======================================================================
+ * cuBLAS handles                       (torch.cuda.current_blas_handle)
+ * ====================================================================== */
+
+struct cublasContext; /* cublasHandle_t */
+
+/* The calling thread's cuBLAS handle for the current device, bound to the
+ * current stream, with a workspace from the caching allocator sized by
+ * CUBLAS_WORKSPACE_CONFIG (":SIZE_KiB:COUNT" repeated; PyTorch's default).
+ * Handles come from a per-device pool; a thread keeps its own and returns
+ * it to the pool when it exits. Call it again after changing the current
+ * stream. cuBLAS is loaded on the first call. A malformed
+ * CUBLAS_WORKSPACE_CONFIG is TCUDA_ERROR_CONFIG (PyTorch only warns). */
+TCUDA_API tcuda_status tcuda_current_blas_handle(struct cublasContext **handle);
+/* Free every cuBLAS workspace back to the caching allocator. */
+TCUDA_API tcuda_status tcuda_blas_clear_workspaces(void);
+
+/* ======================================================================
  * NVTX ranges                                        (torch.cuda.nvtx)
  * ====================================================================== */
 
