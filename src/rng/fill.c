@@ -323,13 +323,16 @@ tcuda_status tc_rand_build_op(const char *F, tcuda_dtype dt, const tc_rand_req *
 static _Atomic int g_sms[TC_MAX_DEVICES], g_tpsm[TC_MAX_DEVICES];
 
 tcuda_status tc_rng_device_shape(const char *F, int device, int *sms, int *tpsm) {
-  int a = atomic_load_explicit(&g_sms[device], memory_order_relaxed);
-  int b = atomic_load_explicit(&g_tpsm[device], memory_order_relaxed);
+  int cached = device >= 0 && device < TC_MAX_DEVICES;
+  int a = cached ? atomic_load_explicit(&g_sms[device], memory_order_relaxed) : 0;
+  int b = cached ? atomic_load_explicit(&g_tpsm[device], memory_order_relaxed) : 0;
   if (!a || !b) {
     TC_CUDA_TRY(F, cudaDeviceGetAttribute(&a, cudaDevAttrMultiProcessorCount, device));
     TC_CUDA_TRY(F, cudaDeviceGetAttribute(&b, cudaDevAttrMaxThreadsPerMultiProcessor, device));
-    atomic_store(&g_sms[device], a);
-    atomic_store(&g_tpsm[device], b);
+    if (cached) {
+      atomic_store(&g_sms[device], a);
+      atomic_store(&g_tpsm[device], b);
+    }
   }
   *sms = a;
   *tpsm = b;
