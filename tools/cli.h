@@ -6,6 +6,7 @@
 
 int cmd_info(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_replay(int argc, char **argv);
 int cmd_rand(int argc, char **argv);
 
 /* Print "tcuda: <message>" for the last failed call and return 1. */

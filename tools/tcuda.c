@@ -7,6 +7,7 @@ typedef struct { const char *name; int (*fn)(int, char **); const char *help; } 
 static const command commands[] = {
   {"info", cmd_info, "versions, devices and memory (--json)"},
   {"demo", cmd_demo, "a short tour: device, stream, allocator, stats"},
+  {"replay", cmd_replay, "replay an allocation trace (GPU or --simulate), JSON per checkpoint"},
   {"rand", cmd_rand, "torch-identical random numbers (rand, randn, randint, random_) as raw bytes"},
 };
 

@@ -7,6 +7,11 @@ checkpoint), e.g. `tcuda replay` against a recording from real PyTorch.
   compare_replay.py --count GOT EXPECTED    print "M/N checkpoints match"
                                             and exit 0
   --stats-only                              ignore segments
+  --relative                                shift GOT's addresses by one constant
+                                            (the difference of the highest segment
+                                            at the first checkpoint with any: the
+                                            driver's first chunk), for address
+                                            models that agree up to the base
 """
 import json
 import sys
@@ -47,9 +52,25 @@ def first_diff(got, exp, stats_only):
     return None
 
 
+def shift_addresses(cps, delta):
+    for c in cps:
+        for g in c.get("segments", []):
+            g["address"] += delta
+            for b in g.get("blocks", []):
+                b["address"] += delta
+
+
+def first_address(cps):
+    for c in cps:
+        if c.get("segments"):
+            return max(g["address"] for g in c["segments"])
+    return None
+
+
 def main(argv):
     count = "--count" in argv
     stats_only = "--stats-only" in argv
+    relative = "--relative" in argv
     files = [a for a in argv[1:] if not a.startswith("--")]
     if len(files) != 2:
         print(__doc__, file=sys.stderr)
@@ -58,6 +79,10 @@ def main(argv):
         got = json.load(f)
     with open(files[1]) as f:
         exp = json.load(f)
+    if relative:
+        a, b = first_address(got), first_address(exp)
+        if a is not None and b is not None:
+            shift_addresses(got, b - a)
     n = max(len(got), len(exp))
     if count:
         ok = sum(1 for g, e in zip(got, exp) if first_diff(g, e, stats_only) is None)

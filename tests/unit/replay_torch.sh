@@ -45,8 +45,8 @@ for tr in "$data"/*.trace; do
     fail=1
   fi
   if "$cli" replay --simulate --va driver ${opts[@]+"${opts[@]}"} "$tr" > "$tmp/$name.drv.json" 2> "$tmp/err"; then
-    echo "info $name, driver model: $(python3 "$cmp" --count "$tmp/$name.drv.json" "$base.expected.json")," \
-         "stats only: $(python3 "$cmp" --count --stats-only "$tmp/$name.drv.json" "$base.expected.json")"
+    echo "info $name, driver model: $(python3 "$cmp" --count --stats-only "$tmp/$name.drv.json" "$base.expected.json") (stats)," \
+         "$(python3 "$cmp" --count --relative "$tmp/$name.drv.json" "$base.expected.json") (segments up to the base address)"
   else
     echo "info $name, driver model: replay failed: $(cat "$tmp/err")"
   fi

@@ -1,0 +1,370 @@
+/* Trace replay on a private allocator, on the simulated or the real device.
+ *
+ * The trace is parsed and validated in full first, so a bad line fails
+ * before any memory is touched. Side streams are real CUDA streams on the
+ * GPU (created on first use, as the trace format says) and distinct fake
+ * keys in the simulation; the JSON prints the trace's stream numbers. */
+#include "alloc.h"
+#include "core/core.h"
+#include "sbuf.h"
+#include "trace.h"
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TC_H200_BYTES 150109880320ULL
+
+/* ---- a backend wrapper that logs the segments cudaMalloc returns ---- */
+
+typedef struct {
+  const tc_backend *inner;
+  FILE *log;
+  int log_failed;
+} rec_ctx;
+
+static tcuda_status rec_segment_alloc(void *c, int dev, uint64_t size, uint64_t *addr) {
+  rec_ctx *r = c;
+  tcuda_status st = r->inner->segment_alloc(r->inner->ctx, dev, size, addr);
+  if (st == TCUDA_SUCCESS && fprintf(r->log, "0x%llx %llu\n", (unsigned long long)*addr,
+                                     (unsigned long long)size) < 0)
+    r->log_failed = 1;
+  return st;
+}
+static tcuda_status rec_segment_free(void *c, int dev, uint64_t addr, uint64_t size) {
+  rec_ctx *r = c;
+  return r->inner->segment_free(r->inner->ctx, dev, addr, size);
+}
+static tcuda_status rec_va_reserve(void *c, int dev, uint64_t size, uint64_t *addr) {
+  rec_ctx *r = c;
+  return r->inner->va_reserve(r->inner->ctx, dev, size, addr);
+}
+static tcuda_status rec_va_release(void *c, int dev, uint64_t addr, uint64_t size) {
+  rec_ctx *r = c;
+  return r->inner->va_release(r->inner->ctx, dev, addr, size);
+}
+static tcuda_status rec_map(void *c, int dev, uint64_t addr, uint64_t size) {
+  rec_ctx *r = c;
+  return r->inner->map(r->inner->ctx, dev, addr, size);
+}
+static tcuda_status rec_unmap(void *c, int dev, uint64_t addr, uint64_t size) {
+  rec_ctx *r = c;
+  return r->inner->unmap(r->inner->ctx, dev, addr, size);
+}
+static tcuda_status rec_event_record(void *c, int dev, uint64_t stream, void **ev) {
+  rec_ctx *r = c;
+  return r->inner->event_record(r->inner->ctx, dev, stream, ev);
+}
+static int rec_event_query(void *c, void *ev) {
+  rec_ctx *r = c;
+  return r->inner->event_query(r->inner->ctx, ev);
+}
+static tcuda_status rec_event_synchronize(void *c, void *ev) {
+  rec_ctx *r = c;
+  return r->inner->event_synchronize(r->inner->ctx, ev);
+}
+static void rec_event_release(void *c, void *ev) {
+  rec_ctx *r = c;
+  r->inner->event_release(r->inner->ctx, ev);
+}
+static tcuda_status rec_stream_synchronize(void *c, int dev, uint64_t stream) {
+  rec_ctx *r = c;
+  return r->inner->stream_synchronize(r->inner->ctx, dev, stream);
+}
+static tcuda_status rec_mem_info(void *c, int dev, uint64_t *fr, uint64_t *tot) {
+  rec_ctx *r = c;
+  return r->inner->mem_info(r->inner->ctx, dev, fr, tot);
+}
+
+static void rec_wrap(tc_backend *w, rec_ctx *r) {
+  *w = (tc_backend){.name = r->inner->name,
+                    .ctx = r,
+                    .segment_alloc = rec_segment_alloc,
+                    .segment_free = rec_segment_free,
+                    .va_reserve = rec_va_reserve,
+                    .va_release = rec_va_release,
+                    .map = rec_map,
+                    .unmap = rec_unmap,
+                    .event_record = rec_event_record,
+                    .event_query = rec_event_query,
+                    .event_synchronize = rec_event_synchronize,
+                    .event_release = rec_event_release,
+                    .stream_synchronize = rec_stream_synchronize,
+                    .mem_info = rec_mem_info};
+}
+
+/* ---- replay ---- */
+
+typedef struct {
+  const char *func;
+  const tc_trace *tr;
+  int simulate, device;
+  tc_backend *sim;     /* owned (simulate) */
+  tc_backend wrap;     /* recording wrapper (GPU with record_addresses) */
+  rec_ctx rec;
+  tc_alloc *a;
+  uint64_t *keys;      /* stream number -> stream key */
+  unsigned char *made; /* stream number -> key is valid */
+  uint64_t *addr;      /* slot -> address (0: nothing to free) */
+  tc_sbuf out;
+  int guard_on;
+  tcuda_device_guard_t guard;
+} replay;
+
+static int64_t map_stream(void *ctx, int64_t key) {
+  const replay *r = ctx;
+  for (uint32_t k = 0; k <= r->tr->max_stream; k++)
+    if (r->made[k] && (int64_t)r->keys[k] == key) return k;
+  return key;
+}
+
+/* Host OOM out of the sbuf shows up once, at the end. */
+static tcuda_status checkpoint(replay *r, int first) {
+  tcuda_memory_stats_t st;
+  tc_alloc_get_stats(r->a, &st);
+  tcuda_snapshot_t *snap = NULL;
+  tcuda_status s = tc_alloc_snapshot(r->a, &snap);
+  if (s) return s;
+  char *sj = tc_report_stats_json(&st);
+  char *gj = tc_report_snapshot_json(snap, map_stream, r);
+  tc_snapshot_free(snap);
+  if (!sj || !gj) {
+    free(sj);
+    free(gj);
+    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", r->func);
+  }
+  tc_sbuf_puts(&r->out, first ? "\n" : ",\n");
+  tc_sbuf_puts(&r->out, "{\"stats\": ");
+  tc_sbuf_puts(&r->out, sj);
+  tc_sbuf_puts(&r->out, ", \"segments\": ");
+  tc_sbuf_puts(&r->out, gj);
+  tc_sbuf_puts(&r->out, "}");
+  free(sj);
+  free(gj);
+  return TCUDA_SUCCESS;
+}
+
+static tcuda_status stream_key(replay *r, uint32_t k, uint64_t *key) {
+  if (r->made[k]) { *key = r->keys[k]; return TCUDA_SUCCESS; }
+  if (r->simulate) {
+    /* distinct, ascending with k, like pointers from successive creations */
+    r->keys[k] = 0x7f0000000000ULL + (uint64_t)k * 0x1000;
+  } else {
+    cudaStream_t s = NULL;
+    cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e != cudaSuccess) return tc_cuda_error(e, r->func, "cudaStreamCreateWithFlags");
+    r->keys[k] = (uint64_t)(uintptr_t)s;
+  }
+  r->made[k] = 1;
+  *key = r->keys[k];
+  return TCUDA_SUCCESS;
+}
+
+/* An engine failure on a trace op: name the line, keep the status. */
+static tcuda_status op_error(tcuda_status s, uint32_t line) {
+  char msg[TC_ERRMSG_MAX - 64];
+  snprintf(msg, sizeof msg, "%s", tcuda_last_error());
+  return tc_error(s, "trace line %u: %s", line, msg);
+}
+
+static tcuda_status run_ops(replay *r) {
+  int first = 1;
+  for (size_t i = 0; i < r->tr->num_ops; i++) {
+    const tc_trace_op *op = &r->tr->ops[i];
+    tcuda_status s = TCUDA_SUCCESS;
+    switch (op->kind) {
+    case 'a': {
+      uint64_t key = 0, p = 0;
+      if ((s = stream_key(r, op->stream, &key))) return s;
+      s = tc_alloc_malloc(r->a, op->size, key, &p);
+      if (s == TCUDA_ERROR_OUT_OF_MEMORY) {
+        /* counted in num_ooms; the handle stays empty */
+        tcuda_clear_error();
+        s = TCUDA_SUCCESS;
+        p = 0;
+      }
+      r->addr[op->slot] = p;
+      break;
+    }
+    case 'f':
+      if (r->addr[op->slot]) s = tc_alloc_free(r->a, r->addr[op->slot]);
+      r->addr[op->slot] = 0;
+      break;
+    case 'c':
+      s = checkpoint(r, first);
+      first = 0;
+      break;
+    case 'e': s = tc_alloc_empty_cache(r->a); break;
+    case 'r': tc_alloc_reset_peak(r->a); break;
+    }
+    if (s) return op_error(s, op->line);
+  }
+  return TCUDA_SUCCESS;
+}
+
+static void replay_cleanup(replay *r) {
+  if (r->a) tc_alloc_destroy(r->a);
+  if (r->sim) tc_backend_sim_destroy(r->sim);
+  if (!r->simulate && r->made) {
+    for (uint32_t k = 1; k <= r->tr->max_stream; k++)
+      if (r->made[k]) cudaStreamDestroy((cudaStream_t)(uintptr_t)r->keys[k]);
+  }
+  if (r->rec.log) fclose(r->rec.log);
+  if (r->guard_on) tcuda_device_guard_end(&r->guard);
+  free(r->keys);
+  free(r->made);
+  free(r->addr);
+  tc_sbuf_free(&r->out);
+}
+
+static tcuda_status check_options(const char *func, const tcuda_replay_options_t *o) {
+  if (o->struct_size < sizeof(tcuda_replay_options_t))
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: opt->struct_size %zu is not sizeof(tcuda_replay_options_t) (%zu)",
+                    func, o->struct_size, sizeof(tcuda_replay_options_t));
+  if (o->simulate != 0 && o->simulate != 1)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: simulate %d is not 0 or 1", func, o->simulate);
+  if (o->va_mode != 0 && o->va_mode != 1)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: va_mode %d is not 0 (driver) or 1 (ascending)", func,
+                    o->va_mode);
+  if (!(o->memory_fraction >= 0.0 && o->memory_fraction <= 1.0))
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: memory_fraction %g out of range (0~1)", func,
+                    o->memory_fraction);
+  if (o->simulate && o->record_addresses)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
+                    "%s: record_addresses '%s' needs the real GPU (simulate is 1)", func, o->record_addresses);
+  if (!o->simulate && (o->addresses_file || o->capacity || o->va_mode))
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
+                    "%s: addresses_file, capacity and va_mode apply only with simulate = 1", func);
+  return TCUDA_SUCCESS;
+}
+
+static tcuda_status replay_run(const char *func, const tc_trace *tr, const tcuda_replay_options_t *o,
+                               char **json_out) {
+  replay r;
+  memset(&r, 0, sizeof r);
+  r.func = func;
+  r.tr = tr;
+  r.simulate = o->simulate;
+  r.device = o->simulate ? 0 : o->device;
+  tc_alloc_config cfg;
+  tc_alloc_config_default(&cfg);
+  char src[64];
+  snprintf(src, sizeof src, "%s: config", func);
+  tcuda_status s = tc_alloc_config_parse_named(src, o->config, &cfg);
+  if (s) return s;
+  r.keys = calloc((size_t)tr->max_stream + 1, sizeof *r.keys);
+  r.made = calloc((size_t)tr->max_stream + 1, 1);
+  r.addr = calloc(tr->num_slots ? tr->num_slots : 1, sizeof *r.addr);
+  if (!r.keys || !r.made || !r.addr) {
+    replay_cleanup(&r);
+    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
+  }
+  r.keys[0] = 0;
+  r.made[0] = 1;
+
+  const tc_backend *be = NULL;
+  uint64_t total = 0;
+  if (o->simulate) {
+    tc_sim_options so = {0};
+    so.capacity = o->capacity ? o->capacity : TC_H200_BYTES;
+    so.va = o->va_mode ? TC_SIM_VA_ASCENDING : TC_SIM_VA_DRIVER;
+    so.addresses_path = o->addresses_file;
+    /* the driver's initial layout differs when streams exist before the
+     * first cudaMalloc, which is what happens when the trace's first
+     * allocation is on a side stream */
+    so.streams_before_first_malloc = tr->first_alloc_stream > 0;
+    if ((s = tc_backend_sim_create(&so, &r.sim))) { replay_cleanup(&r); return s; }
+    be = r.sim;
+    total = so.capacity;
+  } else {
+    if ((s = tc_lazy_init(func)) || (s = tc_resolve_device(func, &r.device))) { replay_cleanup(&r); return s; }
+    if ((s = tcuda_device_guard_begin(&r.guard, r.device))) { replay_cleanup(&r); return s; }
+    r.guard_on = 1;
+    tcuda_device_properties_t p = TCUDA_DEVICE_PROPERTIES_INIT;
+    if ((s = tcuda_get_device_properties(r.device, &p))) { replay_cleanup(&r); return s; }
+    total = p.total_memory;
+    be = tc_backend_cuda();
+    if (o->record_addresses) {
+      r.rec.inner = be;
+      r.rec.log = fopen(o->record_addresses, "w");
+      if (!r.rec.log) {
+        s = tc_error(TCUDA_ERROR_IO, "%s: cannot write record_addresses '%s': %s", func, o->record_addresses,
+                     strerror(errno));
+        replay_cleanup(&r);
+        return s;
+      }
+      rec_wrap(&r.wrap, &r.rec);
+      be = &r.wrap;
+    }
+  }
+  if ((s = tc_alloc_create(r.device, be, &cfg, total, &r.a))) { replay_cleanup(&r); return s; }
+  if (o->memory_fraction > 0 && (s = tc_alloc_set_memory_fraction(r.a, o->memory_fraction))) {
+    replay_cleanup(&r);
+    return s;
+  }
+  tc_sbuf_puts(&r.out, "[");
+  s = run_ops(&r);
+  if (!s) {
+    tc_sbuf_puts(&r.out, tr->num_checkpoints ? "\n]\n" : "]\n");
+    /* give the memory back before reporting, so a failure there shows */
+    tc_alloc_destroy(r.a);
+    r.a = NULL;
+    if (r.rec.log) {
+      int bad = r.rec.log_failed | (fclose(r.rec.log) != 0);
+      r.rec.log = NULL;
+      if (bad) s = tc_error(TCUDA_ERROR_IO, "%s: writing record_addresses '%s' failed", func, o->record_addresses);
+    }
+  }
+  if (!s) {
+    *json_out = tc_sbuf_take(&r.out);
+    if (!*json_out) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
+  }
+  replay_cleanup(&r);
+  return s;
+}
+
+static tcuda_status replay_text(const char *func, const char *text, size_t len, const tcuda_replay_options_t *opt,
+                                char **json_out) {
+  tcuda_replay_options_t def = TCUDA_REPLAY_OPTIONS_INIT;
+  const tcuda_replay_options_t *o = opt ? opt : &def;
+  tcuda_status s = check_options(func, o);
+  if (s) return s;
+  tc_trace tr;
+  if ((s = tc_trace_parse(text, len, &tr))) return s;
+  s = replay_run(func, &tr, o, json_out);
+  tc_trace_free(&tr);
+  return s;
+}
+
+tcuda_status tcuda_replay_string(const char *trace, const tcuda_replay_options_t *opt, char **json_out) {
+  TC_CHECK_ARG("tcuda_replay_string", json_out, "json_out");
+  *json_out = NULL;
+  TC_CHECK_ARG("tcuda_replay_string", trace, "trace");
+  return replay_text("tcuda_replay_string", trace, strlen(trace), opt, json_out);
+}
+
+tcuda_status tcuda_replay_file(const char *trace_path, const tcuda_replay_options_t *opt, char **json_out) {
+  static const char *func = "tcuda_replay_file";
+  TC_CHECK_ARG(func, json_out, "json_out");
+  *json_out = NULL;
+  TC_CHECK_ARG(func, trace_path, "trace_path");
+  FILE *f = fopen(trace_path, "rb");
+  if (!f) return tc_error(TCUDA_ERROR_IO, "%s: cannot open trace '%s': %s", func, trace_path, strerror(errno));
+  tc_sbuf b = {0};
+  char chunk[65536];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) tc_sbuf_put(&b, chunk, n);
+  int rd_err = ferror(f);
+  fclose(f);
+  if (rd_err) {
+    tc_sbuf_free(&b);
+    return tc_error(TCUDA_ERROR_IO, "%s: cannot read trace '%s'", func, trace_path);
+  }
+  if (b.failed) {
+    tc_sbuf_free(&b);
+    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: trace '%s' does not fit in host memory", func, trace_path);
+  }
+  tcuda_status s = replay_text(func, b.p ? b.p : "", b.len, opt, json_out);
+  tc_sbuf_free(&b);
+  return s;
+}

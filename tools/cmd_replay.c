@@ -1,0 +1,82 @@
+/* tcuda replay: run an allocation trace through a fresh caching allocator
+ * (simulated or on the GPU) and print the stats and segments at each
+ * checkpoint as JSON. */
+#include "cli.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *USAGE =
+    "usage: tcuda replay [--simulate [--va driver|ascending] [--addresses FILE] [--capacity BYTES]]\n"
+    "                    [--record-addresses FILE] [--config CONF] [--fraction F] [--device N] TRACE\n"
+    "  TRACE lines: 'a ID SIZE [STREAM]', 'f ID', 'c' (checkpoint), 'e' (empty_cache), 'r' (reset peaks)\n";
+
+static int usage_error(const char *fmt, const char *arg) {
+  fprintf(stderr, "tcuda replay: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n%s", USAGE);
+  return 2;
+}
+
+static int parse_num(const char *s, unsigned long long *out) {
+  if (!s || !*s || *s == '-') return 0;
+  char *end;
+  errno = 0;
+  *out = strtoull(s, &end, 0);
+  return !errno && !*end;
+}
+
+int cmd_replay(int argc, char **argv) {
+  tcuda_replay_options_t o = TCUDA_REPLAY_OPTIONS_INIT;
+  const char *trace = NULL;
+  int sim_only = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    unsigned long long n;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(USAGE, stdout); return 0; }
+    if (!strcmp(a, "--simulate")) { o.simulate = 1; continue; }
+    if (!strcmp(a, "--va") || !strcmp(a, "--addresses") || !strcmp(a, "--capacity") || !strcmp(a, "--config") ||
+        !strcmp(a, "--device") || !strcmp(a, "--fraction") || !strcmp(a, "--record-addresses")) {
+      if (!v) return usage_error("%s needs a value", a);
+      i++;
+      if (!strcmp(a, "--va")) {
+        if (!strcmp(v, "driver")) o.va_mode = 0;
+        else if (!strcmp(v, "ascending")) o.va_mode = 1;
+        else return usage_error("--va '%s': expected driver or ascending", v);
+        sim_only = 1;
+      } else if (!strcmp(a, "--addresses")) {
+        o.addresses_file = v;
+        sim_only = 1;
+      } else if (!strcmp(a, "--capacity")) {
+        if (!parse_num(v, &n) || !n) return usage_error("--capacity '%s': expected a positive byte count", v);
+        o.capacity = n;
+        sim_only = 1;
+      } else if (!strcmp(a, "--config")) {
+        o.config = v;
+      } else if (!strcmp(a, "--record-addresses")) {
+        o.record_addresses = v;
+      } else if (!strcmp(a, "--fraction")) {
+        char *end;
+        errno = 0;
+        o.memory_fraction = strtod(v, &end);
+        if (errno || *end || !*v) return usage_error("--fraction '%s': expected a number in 0~1", v);
+      } else {
+        if (!parse_num(v, &n) || n > 1 << 20) return usage_error("--device '%s': expected a device index", v);
+        o.device = (int)n;
+      }
+      continue;
+    }
+    if (a[0] == '-' && a[1]) return usage_error("unknown option '%s'", a);
+    if (trace) return usage_error("more than one trace ('%s')", a);
+    trace = a;
+  }
+  if (!trace) return usage_error("%s", "no trace given");
+  if (sim_only && !o.simulate) return usage_error("%s", "--va, --addresses and --capacity need --simulate");
+  char *json = NULL;
+  if (tcuda_replay_file(trace, &o, &json)) return cli_fail("replay");
+  fputs(json, stdout);
+  tcuda_string_free(json);
+  if (fflush(stdout)) { fprintf(stderr, "tcuda replay: write error: %s\n", strerror(errno)); return 1; }
+  return 0;
+}
