@@ -184,7 +184,7 @@ static tcuda_status place_driver(sim *s, uint64_t size, uint64_t *addr, sim_chun
     int found = 0;
     if (!s->first_new_done) {
       s->first_new_done = 1;
-      base = DRIVER_BASE - 480 * MIB;
+      base = DRIVER_BASE - 480 * MIB - csize; /* its top end is 480 MiB below */
       if (base + csize > floor) base = floor - csize;
       found = 1;
     }
@@ -571,7 +571,8 @@ tcuda_status tc_backend_sim_create(const tc_sim_options *opt, tc_backend **out) 
     int streams_first = opt && opt->streams_before_first_malloc;
     /* The driver's own first chunk: 8 MiB in use (6 MiB if streams were
      * created before the first cudaMalloc), and one free 2 MiB slot 66 MiB
-     * below it. The chunk's size is not measured; 32 MiB is the unit. */
+     * below it; the first new chunk ends 480 MiB below it. The driver
+     * chunk's size is not measured; 32 MiB is the unit. */
     sim_chunk *c0 = chunk_add(s, DRIVER_BASE, CHUNK_ROUND, 1);
     if (!c0) st = host_oom();
     else memset(c0->used, 1, streams_first ? 3 : 4);

@@ -26,16 +26,16 @@ static void test_driver_model(void) {
   CHECK_EQ_INT(seg(be, 2 * MiB), B + 8 * MiB);      /* after the driver's 8 MiB */
   CHECK_EQ_INT(seg(be, 20 * MiB), B + 10 * MiB);    /* lowest range that fits */
   uint64_t s4 = seg(be, 20 * MiB);                  /* nothing fits: the first new chunk */
-  CHECK_EQ_INT(s4, B - 480 * MiB);
-  CHECK_EQ_INT(seg(be, 20 * MiB), B - 512 * MiB);   /* directly below the lowest chunk */
-  CHECK_EQ_INT(seg(be, 2 * MiB), B - 492 * MiB);    /* small segments fill chunk tails, lowest first */
+  CHECK_EQ_INT(s4, B - 512 * MiB);                  /* ends 480 MiB below the driver's */
+  CHECK_EQ_INT(seg(be, 20 * MiB), B - 544 * MiB);   /* directly below the lowest chunk */
+  CHECK_EQ_INT(seg(be, 2 * MiB), B - 524 * MiB);    /* small segments fill chunk tails, lowest first */
   uint64_t s7 = seg(be, 64 * MiB);
-  CHECK_EQ_INT(s7, B - 576 * MiB);
+  CHECK_EQ_INT(s7, B - 608 * MiB);
   CHECK_OK(be->segment_free(be->ctx, 0, s7, 64 * MiB)); /* a released > 32 MiB chunk: reusable */
-  CHECK_EQ_INT(seg(be, 32 * MiB), B - 544 * MiB);   /* top of the gap */
+  CHECK_EQ_INT(seg(be, 32 * MiB), B - 576 * MiB);   /* top of the gap */
   CHECK_OK(be->segment_free(be->ctx, 0, s4, 20 * MiB)); /* a 32 MiB chunk: never reused */
-  CHECK_EQ_INT(seg(be, 20 * MiB), B - 576 * MiB);   /* the rest of the gap */
-  CHECK_EQ_INT(seg(be, 20 * MiB), B - 608 * MiB);   /* then below the lowest again, not at B-480 */
+  CHECK_EQ_INT(seg(be, 20 * MiB), B - 608 * MiB);   /* the rest of the gap */
+  CHECK_EQ_INT(seg(be, 20 * MiB), B - 640 * MiB);   /* then below the lowest again, not at B-512 */
   CHECK_EQ_INT(tc_backend_sim_used(be), (2 + 2 + 20 + 20 + 2 + 32 + 20 + 20) * MiB); /* all but s4, s7 */
   tc_backend_sim_destroy(be);
 
