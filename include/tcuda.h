@@ -750,6 +750,38 @@ TCUDA_API tcuda_status tcuda_current_blas_handle(struct cublasContext **handle);
 TCUDA_API tcuda_status tcuda_blas_clear_workspaces(void);
 
 /* ======================================================================
+ * Interop: PyTorch and CuPy allocators
+ * ====================================================================== */
+
+/* Entry points that route a framework's device memory through tcuda's
+ * caching allocator, so that tcuda's stats, summary and snapshot describe
+ * it. They cannot return a status: a failed malloc returns NULL and leaves
+ * the reason in tcuda_last_error(); a failed free (a pointer tcuda does not
+ * own) changes nothing and leaves it there too. Frees go by pointer only.
+ * docs/python.md shows both in use (the tcuda Python package does the
+ * wiring: tcuda.interop.use_in_torch(), tcuda.interop.use_in_cupy()).
+ *
+ * PyTorch: torch.cuda.memory.CUDAPluggableAllocator(path_to_libtcuda,
+ * "tcuda_torch_malloc", "tcuda_torch_free"), then
+ * torch.cuda.memory.change_current_allocator(it) before the first CUDA
+ * allocation. size is PyTorch's ssize_t (ptrdiff_t has its ABI on every
+ * platform CUDA supports); a negative size is an error. Memory belongs to
+ * `stream`, the raw cudaStream_t PyTorch passes (its current stream; NULL is
+ * the default stream), so a freed block is reused only on that stream, as
+ * with PyTorch's own allocator. PyTorch does not forward
+ * Tensor.record_stream() to pluggable allocators. */
+TCUDA_API void *tcuda_torch_malloc(ptrdiff_t size, int device, struct CUstream_st *stream);
+TCUDA_API void tcuda_torch_free(void *ptr, ptrdiff_t size, int device, struct CUstream_st *stream);
+
+/* CuPy: cupy.cuda.memory.CFunctionAllocator(param, malloc, free, owner)
+ * with these two (CuPy's malloc_func_type and free_func_type). param NULL:
+ * memory belongs to tcuda's current stream of `device` (the default stream
+ * unless tcuda_set_stream changed it); otherwise param is the cudaStream_t,
+ * on that device, that every allocation belongs to. */
+TCUDA_API void *tcuda_cupy_malloc(void *param, size_t size, int device);
+TCUDA_API void tcuda_cupy_free(void *param, void *ptr, int device);
+
+/* ======================================================================
  * NVTX ranges                                        (torch.cuda.nvtx)
  * ====================================================================== */
 
