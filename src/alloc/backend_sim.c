@@ -64,7 +64,7 @@ typedef struct sim {
   sim_range *gaps; /* released chunk ranges (> 32 MiB) open for reuse */
   size_t ngaps, capgaps;
   uint64_t lowmark;
-  int first_new_done;
+  int first_new_done, streams_first;
   uint64_t asc_next;
   sim_range *rec; /* recorded addresses */
   size_t nrec, rec_pos;
@@ -135,7 +135,8 @@ static int overlaps_live(const sim *s, uint64_t addr, uint64_t size, size_t *whi
 }
 
 /* The driver's gap list: a released chunk of more than 32 MiB leaves a range
- * that later chunks may take (from its top); adjacent ranges join. */
+ * that later chunks may take; adjacent ranges join. A new chunk goes to the
+ * top of the highest gap that fits (fitted to recorded H200 runs). */
 static void gap_add(sim *s, uint64_t base, uint64_t size) {
   for (size_t i = 0; i < s->ngaps; i++) {
     sim_range *g = &s->gaps[i];
@@ -184,13 +185,13 @@ static tcuda_status place_driver(sim *s, uint64_t size, uint64_t *addr, sim_chun
     int found = 0;
     if (!s->first_new_done) {
       s->first_new_done = 1;
-      base = DRIVER_BASE - 480 * MIB - csize; /* its top end is 480 MiB below */
+      base = DRIVER_BASE - (s->streams_first ? 0 : 480) * MIB - csize; /* its top end */
       if (base + csize > floor) base = floor - csize;
       found = 1;
     }
     size_t best = (size_t)-1;
     for (size_t i = 0; !found && i < s->ngaps; i++)
-      if (s->gaps[i].size >= csize && (best == (size_t)-1 || s->gaps[i].size > s->gaps[best].size)) best = i;
+      if (s->gaps[i].size >= csize && (best == (size_t)-1 || s->gaps[i].base > s->gaps[best].base)) best = i;
     if (best != (size_t)-1) {
       sim_range *g = &s->gaps[best];
       base = g->base + g->size - csize;
@@ -568,7 +569,7 @@ tcuda_status tc_backend_sim_create(const tc_sim_options *opt, tc_backend **out) 
   s->lowmark = UINT64_MAX;
   tcuda_status st = TCUDA_SUCCESS;
   if (s->va == TC_SIM_VA_DRIVER) {
-    int streams_first = opt && opt->streams_before_first_malloc;
+    int streams_first = s->streams_first = opt && opt->streams_before_first_malloc;
     /* The driver's own first chunk: 8 MiB in use (6 MiB if streams were
      * created before the first cudaMalloc), and one free 2 MiB slot 66 MiB
      * below it; the first new chunk ends 480 MiB below it. The driver

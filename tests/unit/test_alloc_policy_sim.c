@@ -39,9 +39,23 @@ static void test_driver_model(void) {
   CHECK_EQ_INT(tc_backend_sim_used(be), (2 + 2 + 20 + 20 + 2 + 32 + 20 + 20) * MiB); /* all but s4, s7 */
   tc_backend_sim_destroy(be);
 
+  /* Two released ranges: the highest one that fits wins, not the largest. */
+  be = mk(TC_SIM_VA_DRIVER, 0, NULL, 0);
+  uint64_t g1 = seg(be, 64 * MiB), g2 = seg(be, 96 * MiB), g4 = seg(be, 128 * MiB);
+  CHECK_EQ_INT(g1, B - 544 * MiB);
+  CHECK_EQ_INT(g2, B - 640 * MiB);
+  CHECK_EQ_INT(g4, B - 768 * MiB);
+  CHECK_OK(be->segment_free(be->ctx, 0, g1, 64 * MiB));
+  CHECK_OK(be->segment_free(be->ctx, 0, g4, 128 * MiB));
+  CHECK_EQ_INT(seg(be, 40 * MiB), B - 544 * MiB);
+  CHECK_EQ_INT(seg(be, 40 * MiB), B - 704 * MiB); /* then the lower one, from its top */
+  tc_backend_sim_destroy(be);
+
   be = mk(TC_SIM_VA_DRIVER, 0, NULL, 1); /* streams before the first cudaMalloc */
-  CHECK_EQ_INT(seg(be, 2 * MiB), B + 6 * MiB);
-  CHECK_EQ_INT(seg(be, 2 * MiB), B + 8 * MiB);
+  CHECK_EQ_INT(seg(be, 2 * MiB), B + 6 * MiB); /* no free slot; 6 MiB in use */
+  CHECK_EQ_INT(seg(be, 14 * MiB), B + 8 * MiB);
+  CHECK_EQ_INT(seg(be, 20 * MiB), B - 32 * MiB); /* the first new chunk sits right below */
+  CHECK_EQ_INT(seg(be, 2 * MiB), B - 12 * MiB);
   tc_backend_sim_destroy(be);
 }
 
