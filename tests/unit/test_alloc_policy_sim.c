@@ -57,6 +57,15 @@ static void test_driver_model(void) {
   CHECK_EQ_INT(seg(be, 20 * MiB), B - 32 * MiB); /* the first new chunk sits right below */
   CHECK_EQ_INT(seg(be, 2 * MiB), B - 12 * MiB);
   tc_backend_sim_destroy(be);
+
+  /* A 2 MiB segment that needs a new chunk gets a 64 MiB one. */
+  be = mk(TC_SIM_VA_DRIVER, 0, NULL, 0);
+  CHECK_EQ_INT(seg(be, 2 * MiB), B - 66 * MiB);
+  CHECK_EQ_INT(seg(be, 24 * MiB), B + 8 * MiB); /* chunk 0 is full now */
+  CHECK_EQ_INT(seg(be, 2 * MiB), B - 544 * MiB);
+  for (int i = 1; i < 32; i++) CHECK_EQ_INT(seg(be, 2 * MiB), B - 544 * MiB + (uint64_t)i * 2 * MiB);
+  CHECK_EQ_INT(seg(be, 2 * MiB), B - 608 * MiB);
+  tc_backend_sim_destroy(be);
 }
 
 static void test_ascending_and_capacity(void) {
