@@ -1,0 +1,40 @@
+"""tcuda: torch.cuda's API in Python, on libtcuda (no torch needed).
+
+    import tcuda
+    if tcuda.is_available():
+        s = tcuda.Stream()
+        with tcuda.stream(s):
+            p = tcuda.caching_allocator_alloc(1 << 20)
+        print(tcuda.memory_summary())
+
+Names and signatures follow torch.cuda; see docs/python.md for the
+differences (tensors are DLPack objects, RNG states are bytes). Errors
+raise tcuda.TcudaError (OutOfMemoryError for OOM) with tcuda's message.
+tcuda.interop routes PyTorch's or CuPy's memory through tcuda.
+"""
+from ._lib import OutOfMemoryError, TcudaError, library_path, lib as _libtcuda
+from ._device import (can_device_access_peer, current_device, device, device_count, device_of, get_arch_list,
+                      get_device_capability, get_device_name, get_device_properties, get_gencode_flags, init,
+                      is_available, is_initialized, mem_get_info, set_device, synchronize, unavailable_reason)
+from .streams import (Event, ExternalStream, Stream, StreamContext, current_stream, default_stream, set_stream,
+                      stream)
+from .memory import (caching_allocator_alloc, caching_allocator_delete, empty_cache, get_allocator_settings,
+                     get_per_process_memory_fraction, max_memory_allocated, max_memory_cached, max_memory_reserved,
+                     memory_allocated, memory_cached, memory_reserved, memory_snapshot, memory_stats,
+                     memory_stats_as_nested_dict, memory_summary, reset_accumulated_memory_stats,
+                     reset_max_memory_allocated, reset_max_memory_cached, reset_peak_memory_stats,
+                     set_allocator_settings, set_per_process_memory_fraction)
+from .random import (Generator, default_generator, get_rng_state, get_rng_state_all, initial_seed, manual_seed,
+                     manual_seed_all, normal_, random_, seed, seed_all, set_rng_state, set_rng_state_all, uniform_)
+from ._dlpack import Tensor
+from . import comm, interop, memory, nvtx, random, streams
+
+__version__ = "0.1.0"
+
+
+def library_version():
+    """libtcuda's version string, e.g. "0.1.0"."""
+    return _libtcuda.tcuda_version_string().decode()
+
+
+__all__ = [n for n in dir() if not n.startswith("_")]

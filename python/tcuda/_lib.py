@@ -1,0 +1,281 @@
+"""Finding and loading libtcuda, its C types, and TcudaError.
+
+ctypes only: installing the package needs no compiler, and the library is
+the one the C API documents (include/tcuda.h).
+"""
+import ctypes
+import ctypes.util
+import glob
+import os
+from ctypes import (POINTER, Structure, c_char, c_char_p, c_double, c_float, c_int, c_int64, c_size_t,
+                    c_ssize_t, c_ubyte, c_uint, c_uint64, c_void_p)
+
+__all__ = ["lib", "library_path", "TcudaError", "OutOfMemoryError", "check", "StreamT", "StatT"]
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _candidates():
+    """(where, path) in search order; see docs/python.md."""
+    env = os.environ.get("TCUDA_LIBRARY")
+    if env:
+        # An explicit choice is final: falling through would hide a typo.
+        return [("TCUDA_LIBRARY", env)]
+    out = [("bundled", p) for p in sorted(glob.glob(os.path.join(_HERE, "libtcuda.so*")))]
+    repo = os.path.dirname(os.path.dirname(_HERE))  # python/tcuda -> the repository
+    out.append(("repository build", os.path.join(repo, "build", "src", "libtcuda.so")))
+    found = ctypes.util.find_library("tcuda")
+    out.append(("system", found or "libtcuda.so"))
+    return out
+
+
+def _load():
+    tried = []
+    for where, path in _candidates():
+        if where != "system" and where != "TCUDA_LIBRARY" and not os.path.exists(path):
+            tried.append("%s: %s (missing)" % (where, path))
+            continue
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            tried.append("%s: %s (%s)" % (where, path, e))
+    raise ImportError(
+        "tcuda: cannot load libtcuda.so. Tried:\n  " + "\n  ".join(tried) +
+        "\nBuild it (cmake -S . -B build && cmake --build build, in the tcuda repository) and either "
+        "reinstall the package (pip install --no-build-isolation ./python bundles build/src/libtcuda.so) "
+        "or set TCUDA_LIBRARY=/path/to/libtcuda.so.")
+
+
+lib, _path = _load()
+
+
+def library_path():
+    """Absolute path of the libtcuda that this package uses."""
+    if os.sep in _path:
+        return os.path.abspath(_path)
+    # Loaded by soname from the system paths: ask the loader where it is.
+    class _DlInfo(Structure):
+        _fields_ = [("fname", c_char_p), ("fbase", c_void_p), ("sname", c_char_p), ("saddr", c_void_p)]
+    info = _DlInfo()
+    dl = ctypes.CDLL(None)
+    if dl.dladdr(ctypes.cast(lib.tcuda_version, c_void_p), ctypes.byref(info)) and info.fname:
+        return os.path.abspath(info.fname.decode())
+    return _path
+
+
+# ---- errors ----
+
+lib.tcuda_status_name.restype = c_char_p
+lib.tcuda_status_name.argtypes = [c_int]
+lib.tcuda_last_error.restype = c_char_p
+lib.tcuda_last_error.argtypes = []
+lib.tcuda_last_status.restype = c_int
+lib.tcuda_last_status.argtypes = []
+lib.tcuda_clear_error.restype = None
+lib.tcuda_clear_error.argtypes = []
+lib.tcuda_string_free.restype = None
+lib.tcuda_string_free.argtypes = [c_void_p]
+
+TCUDA_ERROR_OUT_OF_MEMORY = 6
+
+
+class TcudaError(RuntimeError):
+    """A failed tcuda call: str() is tcuda's message, .status the code,
+    .name the status name (e.g. "TCUDA_ERROR_INVALID_DEVICE")."""
+
+    def __init__(self, message, status, name):
+        super().__init__(message)
+        self.status = status
+        self.name = name
+
+
+class OutOfMemoryError(TcudaError):
+    """torch.cuda.OutOfMemoryError's counterpart (status TCUDA_ERROR_OUT_OF_MEMORY)."""
+
+
+def error_from(status):
+    status = int(status)
+    name = lib.tcuda_status_name(status).decode()
+    msg = (lib.tcuda_last_error() or b"").decode("utf-8", "replace") or name
+    cls = OutOfMemoryError if status == TCUDA_ERROR_OUT_OF_MEMORY else TcudaError
+    return cls(msg, status, name)
+
+
+def check(status):
+    if status:
+        raise error_from(status)
+
+
+def take_string(ptr):
+    """A char* the library allocated, as str; frees it."""
+    try:
+        return ctypes.string_at(ptr).decode("utf-8", "replace")
+    finally:
+        lib.tcuda_string_free(ptr)
+
+
+# ---- C types ----
+
+class StreamT(Structure):
+    _fields_ = [("handle", c_void_p), ("id", c_int64), ("device", c_int), ("priority", c_int)]
+
+
+class DeviceGuardT(Structure):
+    _fields_ = [("prev_device", c_int), ("device", c_int)]
+
+
+class StreamGuardT(Structure):
+    _fields_ = [("active", c_int), ("prev_device", c_int), ("prev_stream", StreamT),
+                ("prev_dst_stream", StreamT), ("stream", StreamT)]
+
+
+class DevicePropertiesT(Structure):
+    _fields_ = [("struct_size", c_size_t), ("name", c_char * 256), ("major", c_int), ("minor", c_int),
+                ("total_memory", c_size_t), ("multi_processor_count", c_int),
+                ("max_threads_per_multi_processor", c_int), ("l2_cache_size", c_int), ("warp_size", c_int),
+                ("is_integrated", c_int), ("is_multi_gpu_board", c_int), ("uuid", c_ubyte * 16),
+                ("uuid_string", c_char * 41), ("pci_domain_id", c_int), ("pci_bus_id", c_int),
+                ("pci_device_id", c_int), ("pci_bus_string", c_char * 16)]
+
+
+class StatT(Structure):
+    _fields_ = [("current", c_int64), ("peak", c_int64), ("allocated", c_int64), ("freed", c_int64)]
+
+
+P = POINTER
+S = c_int  # tcuda_status
+
+_PROTOTYPES = {
+    # version and devices
+    "tcuda_version": (c_int, []),
+    "tcuda_version_string": (c_char_p, []),
+    "tcuda_runtime_version": (c_int, []),
+    "tcuda_driver_version": (c_int, []),
+    "tcuda_nccl_version": (c_int, []),
+    "tcuda_get_arch_list": (c_char_p, []),
+    "tcuda_get_gencode_flags": (c_char_p, []),
+    "tcuda_is_available": (c_int, []),
+    "tcuda_unavailable_reason": (c_char_p, []),
+    "tcuda_init": (S, []),
+    "tcuda_is_initialized": (c_int, []),
+    "tcuda_device_count": (c_int, []),
+    "tcuda_current_device": (S, [P(c_int)]),
+    "tcuda_set_device": (S, [c_int]),
+    "tcuda_device_guard_begin": (S, [P(DeviceGuardT), c_int]),
+    "tcuda_device_guard_end": (S, [P(DeviceGuardT)]),
+    "tcuda_device_of": (S, [c_void_p, P(c_int)]),
+    "tcuda_get_device_properties": (S, [c_int, P(DevicePropertiesT)]),
+    "tcuda_get_device_name": (S, [c_int, c_char_p, c_size_t]),
+    "tcuda_get_device_capability": (S, [c_int, P(c_int), P(c_int)]),
+    "tcuda_synchronize": (S, [c_int]),
+    "tcuda_mem_get_info": (S, [c_int, P(c_size_t), P(c_size_t)]),
+    "tcuda_can_device_access_peer": (S, [c_int, c_int, P(c_int)]),
+    # streams
+    "tcuda_stream_priority_range": (S, [P(c_int), P(c_int)]),
+    "tcuda_stream_from_pool": (S, [c_int, c_int, P(StreamT)]),
+    "tcuda_stream_external": (S, [c_void_p, c_int, P(StreamT)]),
+    "tcuda_default_stream": (S, [c_int, P(StreamT)]),
+    "tcuda_current_stream": (S, [c_int, P(StreamT)]),
+    "tcuda_set_stream": (S, [StreamT]),
+    "tcuda_stream_guard_begin": (S, [P(StreamGuardT), StreamT]),
+    "tcuda_stream_guard_end": (S, [P(StreamGuardT)]),
+    "tcuda_stream_query": (S, [StreamT, P(c_int)]),
+    "tcuda_stream_synchronize": (S, [StreamT]),
+    "tcuda_stream_get_priority": (S, [StreamT, P(c_int)]),
+    "tcuda_stream_wait_event": (S, [StreamT, c_void_p]),
+    "tcuda_stream_wait_stream": (S, [StreamT, StreamT]),
+    # events
+    "tcuda_event_create": (S, [c_uint, P(c_void_p)]),
+    "tcuda_event_destroy": (None, [c_void_p]),
+    "tcuda_event_record": (S, [c_void_p, P(StreamT)]),
+    "tcuda_event_wait": (S, [c_void_p, P(StreamT)]),
+    "tcuda_event_query": (S, [c_void_p, P(c_int)]),
+    "tcuda_event_synchronize": (S, [c_void_p]),
+    "tcuda_event_elapsed_time": (S, [c_void_p, c_void_p, P(c_float)]),
+    "tcuda_event_ipc_handle": (S, [c_void_p, c_char * 64]),
+    "tcuda_event_from_ipc_handle": (S, [c_int, c_char_p, c_size_t, P(c_void_p)]),
+    "tcuda_event_handle": (c_void_p, [c_void_p]),
+    "tcuda_event_device": (c_int, [c_void_p]),
+    "tcuda_event_flags": (c_uint, [c_void_p]),
+    # allocator
+    "tcuda_malloc_on": (S, [P(c_void_p), c_size_t, c_int, StreamT]),
+    "tcuda_free": (S, [c_void_p]),
+    "tcuda_record_stream": (S, [c_void_p, StreamT]),
+    "tcuda_empty_cache": (S, []),
+    "tcuda_memory_stats_json": (S, [c_int, P(c_void_p)]),
+    "tcuda_memory_allocated": (S, [c_int, P(c_int64)]),
+    "tcuda_max_memory_allocated": (S, [c_int, P(c_int64)]),
+    "tcuda_memory_reserved": (S, [c_int, P(c_int64)]),
+    "tcuda_max_memory_reserved": (S, [c_int, P(c_int64)]),
+    "tcuda_memory_cached": (S, [c_int, P(c_int64)]),
+    "tcuda_max_memory_cached": (S, [c_int, P(c_int64)]),
+    "tcuda_reset_peak_memory_stats": (S, [c_int]),
+    "tcuda_reset_accumulated_memory_stats": (S, [c_int]),
+    "tcuda_reset_max_memory_allocated": (S, [c_int]),
+    "tcuda_reset_max_memory_cached": (S, [c_int]),
+    "tcuda_set_per_process_memory_fraction": (S, [c_double, c_int]),
+    "tcuda_get_per_process_memory_fraction": (S, [c_int, P(c_double)]),
+    "tcuda_memory_summary": (S, [c_int, c_int, P(c_void_p)]),
+    "tcuda_memory_snapshot_json": (S, [P(c_void_p)]),
+    "tcuda_allocator_set_config": (S, [c_char_p]),
+    "tcuda_allocator_get_config": (S, [P(c_void_p)]),
+    # interop entry points (resolved for their addresses)
+    "tcuda_torch_malloc": (c_void_p, [c_ssize_t, c_int, c_void_p]),
+    "tcuda_torch_free": (None, [c_void_p, c_ssize_t, c_int, c_void_p]),
+    "tcuda_cupy_malloc": (c_void_p, [c_void_p, c_size_t, c_int]),
+    "tcuda_cupy_free": (None, [c_void_p, c_void_p, c_int]),
+    # RNG
+    "tcuda_dtype_size": (c_size_t, [c_int]),
+    "tcuda_dtype_name": (c_char_p, [c_int]),
+    "tcuda_default_generator": (S, [c_int, P(c_void_p)]),
+    "tcuda_generator_create": (S, [c_int, c_uint64, P(c_void_p)]),
+    "tcuda_generator_destroy": (S, [c_void_p]),
+    "tcuda_generator_device": (c_int, [c_void_p]),
+    "tcuda_generator_get_state": (S, [c_void_p, c_ubyte * 16]),
+    "tcuda_generator_set_state": (S, [c_void_p, c_char_p, c_size_t]),
+    "tcuda_generator_manual_seed": (S, [c_void_p, c_uint64]),
+    "tcuda_generator_seed": (S, [c_void_p, P(c_uint64)]),
+    "tcuda_generator_initial_seed": (S, [c_void_p, P(c_uint64)]),
+    "tcuda_generator_get_offset": (S, [c_void_p, P(c_uint64)]),
+    "tcuda_generator_set_offset": (S, [c_void_p, c_uint64]),
+    "tcuda_get_rng_state": (S, [c_int, c_ubyte * 16]),
+    "tcuda_set_rng_state": (S, [c_int, c_char_p, c_size_t]),
+    "tcuda_get_rng_state_all": (S, [c_void_p, c_size_t]),
+    "tcuda_set_rng_state_all": (S, [c_char_p, c_size_t]),
+    "tcuda_manual_seed": (S, [c_uint64]),
+    "tcuda_manual_seed_all": (S, [c_uint64]),
+    "tcuda_seed": (S, []),
+    "tcuda_seed_all": (S, []),
+    "tcuda_initial_seed": (S, [c_int, P(c_uint64)]),
+    "tcuda_rand_uniform": (S, [c_void_p, c_void_p, c_size_t, c_int, c_double, c_double, P(StreamT)]),
+    "tcuda_rand_normal": (S, [c_void_p, c_void_p, c_size_t, c_int, c_double, c_double, P(StreamT)]),
+    "tcuda_rand_random": (S, [c_void_p, c_void_p, c_size_t, c_int, P(StreamT)]),
+    "tcuda_rand_randint": (S, [c_void_p, c_void_p, c_size_t, c_int, c_int64, c_int64, P(StreamT)]),
+    "tcuda_rand_random_from": (S, [c_void_p, c_void_p, c_size_t, c_int, c_int64, P(StreamT)]),
+    # collectives (tensors are DLTensor*, passed as addresses)
+    "tcuda_comm_broadcast": (S, [c_void_p, P(c_int), c_size_t, P(c_void_p)]),
+    "tcuda_comm_broadcast_out": (S, [c_void_p, P(c_void_p), c_size_t]),
+    "tcuda_comm_broadcast_coalesced": (S, [P(c_void_p), c_size_t, P(c_int), c_size_t, c_size_t, P(c_void_p)]),
+    "tcuda_comm_reduce_add": (S, [P(c_void_p), c_size_t, c_int, P(c_void_p)]),
+    "tcuda_comm_reduce_add_coalesced": (S, [P(c_void_p), c_size_t, c_size_t, c_int, c_size_t, P(c_void_p)]),
+    "tcuda_comm_scatter": (S, [c_void_p, P(c_int), c_size_t, P(c_int64), c_size_t, c_int64, P(P(StreamT)),
+                               P(c_void_p), P(c_size_t)]),
+    "tcuda_comm_scatter_out": (S, [c_void_p, P(c_void_p), c_size_t, c_int64, P(P(StreamT))]),
+    "tcuda_comm_gather": (S, [P(c_void_p), c_size_t, c_int64, c_int, P(c_void_p)]),
+    "tcuda_comm_gather_out": (S, [P(c_void_p), c_size_t, c_int64, c_void_p]),
+    # NVTX
+    "tcuda_nvtx_range_push": (c_int, [c_char_p]),
+    "tcuda_nvtx_range_pop": (c_int, []),
+    "tcuda_nvtx_mark": (S, [c_char_p]),
+    "tcuda_nvtx_range_start": (S, [c_char_p, P(c_uint64)]),
+    "tcuda_nvtx_range_end": (S, [c_uint64]),
+}
+
+for _name, (_res, _args) in _PROTOTYPES.items():
+    try:
+        _fn = getattr(lib, _name)
+    except AttributeError:
+        raise ImportError("tcuda: %s has no %s: it is older than this package; rebuild libtcuda"
+                          % (library_path(), _name)) from None
+    _fn.restype = _res
+    _fn.argtypes = _args

@@ -1,0 +1,325 @@
+"""The tcuda package without a GPU: import, availability, errors carrying
+tcuda's messages, argument checks, library search and the DLPack export
+machinery (on host memory). Run by tests/unit/python_pkg.sh; TCUDA_LIBRARY
+names the libtcuda under test."""
+import ctypes
+import os
+import subprocess
+import sys
+
+import pytest
+
+import tcuda
+from tcuda import _dlpack
+
+NO_GPU = not tcuda.is_available()
+gpu_absent = pytest.mark.skipif(not NO_GPU, reason="checks the no-GPU behaviour")
+PY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(tcuda.__file__)))
+
+
+def test_loaded_the_library_under_test():
+    want = os.environ.get("TCUDA_LIBRARY")
+    if want:
+        assert os.path.realpath(tcuda.library_path()) == os.path.realpath(want)
+    assert tcuda.library_version().count(".") == 2
+
+
+@gpu_absent
+def test_availability_without_gpu():
+    assert tcuda.is_available() is False
+    assert tcuda.device_count() == 0
+    assert tcuda.unavailable_reason() != ""
+    assert tcuda.is_initialized() is False
+
+
+def _raises(call, name, *fragments):
+    with pytest.raises(tcuda.TcudaError) as ei:
+        call()
+    e = ei.value
+    assert e.name == name, (e.name, str(e))
+    assert e.status == tcuda._lib.lib.tcuda_last_status() and e.status > 0
+    for f in fragments:
+        assert f in str(e), (f, str(e))
+    return e
+
+
+@gpu_absent
+def test_calls_that_need_cuda_raise_not_available():
+    na = "TCUDA_ERROR_NOT_AVAILABLE"
+    _raises(tcuda.init, na, "tcuda_init", "CUDA is not available")
+    _raises(tcuda.current_device, na, "tcuda_current_device")
+    _raises(lambda: tcuda.set_device(1), na, "tcuda_set_device")
+    _raises(lambda: tcuda.get_device_name(0), na, "tcuda_get_device_name")
+    _raises(lambda: tcuda.get_device_capability(), na)
+    _raises(lambda: tcuda.get_device_properties(0), na)
+    _raises(tcuda.synchronize, na, "tcuda_synchronize")
+    _raises(tcuda.mem_get_info, na)
+    _raises(lambda: tcuda.Stream(), na, "tcuda_stream_from_pool")
+    _raises(lambda: tcuda.ExternalStream(0x1234), na, "tcuda_stream_external")
+    _raises(tcuda.current_stream, na, "tcuda_current_stream")
+    _raises(tcuda.default_stream, na)
+    _raises(tcuda.memory_stats, na, "tcuda_memory_stats_json")
+    _raises(tcuda.memory_summary, na, "tcuda_memory_summary")
+    _raises(tcuda.memory_allocated, na, "tcuda_memory_allocated")
+    _raises(tcuda.max_memory_reserved, na, "tcuda_max_memory_reserved")
+    _raises(tcuda.reset_peak_memory_stats, na, "tcuda_reset_peak_memory_stats")
+    _raises(lambda: tcuda.caching_allocator_alloc(1024), na)
+    _raises(lambda: tcuda.get_rng_state(), na, "tcuda_get_rng_state")
+    _raises(lambda: tcuda.Generator(), na, "tcuda_generator_create")
+    _raises(lambda: tcuda.Event.from_ipc_handle(0, b"x" * 64), na, "tcuda_event_from_ipc_handle")
+    with pytest.raises(tcuda.TcudaError):
+        with tcuda.device(0):
+            pass
+
+
+@gpu_absent
+def test_things_that_work_without_gpu():
+    tcuda.manual_seed(1)        # ignored without CUDA, as torch
+    tcuda.manual_seed_all(-1)   # negative seeds wrap
+    tcuda.seed()
+    tcuda.seed_all()
+    tcuda.empty_cache()
+    assert tcuda.memory_snapshot() == []
+    assert tcuda.get_arch_list() == [a for a in tcuda.get_arch_list() if a.startswith(("sm_", "compute_"))]
+    assert "arch=" in tcuda.get_gencode_flags() or tcuda.get_gencode_flags() == ""
+    with tcuda.device(None):    # None and -1: no-ops
+        pass
+    with tcuda.device(-1):
+        pass
+    with tcuda.stream(None):
+        pass
+    tcuda.set_stream(None)
+    assert tcuda.get_allocator_settings().startswith("backend:native")
+
+
+def test_errors_are_runtime_errors_with_status():
+    e = tcuda.TcudaError("m", 2, "TCUDA_ERROR_INVALID_DEVICE")
+    assert isinstance(e, RuntimeError) and e.status == 2 and str(e) == "m"
+    assert issubclass(tcuda.OutOfMemoryError, tcuda.TcudaError)
+    err = tcuda._lib.error_from(6)
+    assert isinstance(err, tcuda.OutOfMemoryError) and err.name == "TCUDA_ERROR_OUT_OF_MEMORY"
+
+
+def test_allocator_settings_errors_name_the_key():
+    e = _raises(lambda: tcuda.set_allocator_settings("max_split_size_mb:banana"), "TCUDA_ERROR_CONFIG",
+                "max_split_size_mb")
+    assert "banana" in str(e)
+    _raises(lambda: tcuda.set_allocator_settings("no_such_key:1"), "TCUDA_ERROR_CONFIG", "no_such_key")
+    _raises(lambda: tcuda.set_per_process_memory_fraction(1.5, 0), "TCUDA_ERROR_INVALID_ARGUMENT",
+            "Invalid fraction value: 1.5")
+
+
+def test_device_arguments():
+    idx = tcuda._device._device_index
+    assert idx(None) == -1 and idx(3) == 3 and idx("cuda") == -1 and idx("cuda:2") == 2
+
+    class FakeTorchDevice:
+        type, index = "cuda", 1
+    assert idx(FakeTorchDevice()) == 1
+    for bad in ("cpu", "cuda:x"):
+        with pytest.raises(ValueError):
+            idx(bad)
+    for bad in (True, 1.5, object()):
+        with pytest.raises(TypeError):
+            idx(bad)
+    with pytest.raises(ValueError):
+        idx(None, optional=False)
+
+
+def test_event_without_gpu():
+    e = tcuda.Event(enable_timing=True)
+    assert e.query() is True and e.device is None and e.cuda_event == 0
+    e.synchronize()             # never recorded: no-op
+    _raises(lambda: e.elapsed_time(tcuda.Event()), "TCUDA_ERROR_INVALID_ARGUMENT", "TCUDA_EVENT_TIMING")
+    _raises(lambda: e.elapsed_time(tcuda.Event(enable_timing=True)), "TCUDA_ERROR_INVALID_STATE")
+    _raises(lambda: tcuda.Event(enable_timing=True, interprocess=True), "TCUDA_ERROR_INVALID_ARGUMENT",
+            "cannot be combined")
+    _raises(lambda: tcuda.Event.from_ipc_handle(0, b"x" * 10), "TCUDA_ERROR_INVALID_ARGUMENT",
+            "size 64, but got 10")
+    del e
+
+
+def test_nvtx():
+    assert tcuda.nvtx.range_push("a") == 0
+    assert tcuda.nvtx.range_push("b") == 1
+    assert tcuda.nvtx.range_pop() == 1
+    assert tcuda.nvtx.range_pop() == 0
+    _raises(tcuda.nvtx.range_pop, "TCUDA_ERROR_INVALID_STATE", "no range is open")
+    with tcuda.nvtx.range("step {}", 3):
+        assert tcuda.nvtx.range_push("inner") == 1
+        tcuda.nvtx.range_pop()
+    tcuda.nvtx.mark("hello")
+    rid = tcuda.nvtx.range_start("r")
+    tcuda.nvtx.range_end(rid)
+    _raises(lambda: tcuda.nvtx.range_end(rid), "TCUDA_ERROR_INVALID_ARGUMENT", "is not an open range")
+
+
+def test_rng_state_arguments():
+    b = tcuda.random._state_bytes
+    assert b(b"x" * 16) == b"x" * 16 and b(bytearray(2)) == b"\0\0"
+
+    class ByteTensorLike:
+        def tolist(self):
+            return [1, 2, 3]
+    assert b(ByteTensorLike()) == b"\x01\x02\x03"
+    with pytest.raises(ValueError):
+        tcuda.manual_seed(1 << 64)
+    with pytest.raises(TypeError):
+        tcuda.random_(None, 1, 2, 3)
+
+
+def test_comm_rejects_non_tensors_and_bad_arguments():
+    with pytest.raises(TypeError, match="__dlpack__ or __cuda_array_interface__"):
+        tcuda.comm.broadcast(object(), [0])
+    with pytest.raises(RuntimeError, match="exactly one of"):
+        tcuda.comm.broadcast(object())
+    with pytest.raises(RuntimeError, match="exactly one of"):
+        tcuda.comm.broadcast(object(), [0], out=[])
+    with pytest.raises(ValueError, match="same number"):
+        tcuda.comm.reduce_add_coalesced([[1, 2], [1]])
+    with pytest.raises(TypeError):
+        tcuda.uniform_(object())
+
+
+# ---- DLPack export and import on host memory ----
+
+_freed = []
+
+
+@_dlpack._Deleter
+def _host_deleter(m):
+    _freed.append(ctypes.addressof(m.contents))
+
+
+def _host_tensor(values, code=_dlpack.kDLFloat, bits=32):
+    """A C-style DLManagedTensor over a ctypes float array, as the C API returns."""
+    data = (ctypes.c_float * len(values))(*values)
+    shape = (ctypes.c_int64 * 1)(len(values))
+    m = _dlpack.DLManagedTensor()
+    m.dl_tensor.data = ctypes.addressof(data)
+    m.dl_tensor.device = _dlpack.DLDevice(_dlpack.kDLCPU, 0)
+    m.dl_tensor.ndim = 1
+    m.dl_tensor.dtype = _dlpack.DLDataType(code, bits, 1)
+    m.dl_tensor.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
+    m.deleter = _host_deleter
+    keep = (data, shape, m)
+    return _dlpack.Tensor(ctypes.addressof(m), keep=[keep]), m
+
+
+def test_tensor_metadata_and_repr():
+    t, m = _host_tensor([1.0, 2.0, 3.0])
+    assert t.shape == (3,) and t.strides == (1,) and t.dtype == "float32" and t.device == -1
+    assert t.__dlpack_device__() == (_dlpack.kDLCPU, 0)
+    assert "float32" in repr(t) and "cpu" in repr(t)
+    assert not hasattr(t, "__cuda_array_interface__")  # host memory has none
+    with pytest.raises(BufferError):
+        t.__dlpack__(copy=True)
+    with pytest.raises(BufferError):
+        t.__dlpack__(dl_device=(2, 0))
+
+
+def test_capsules_keep_the_tensor_and_release_it_once():
+    _freed.clear()
+    t, m = _host_tensor([4.0, 5.0])
+    addr = ctypes.addressof(m)
+    c1 = t.__dlpack__()
+    c2 = t.__dlpack__(max_version=(1, 0), stream=None)
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    p1 = get(c1, b"dltensor")
+    view = _dlpack.DLManagedTensor.from_address(p1)
+    assert ctypes.cast(view.dl_tensor.data, ctypes.POINTER(ctypes.c_float))[1] == 5.0
+    del t
+    assert _freed == []            # the capsules still hold it
+    del c1
+    assert _freed == []
+    # A consumer takes c2: renames it and calls the deleter when done.
+    ctypes.pythonapi.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    p2 = get(c2, b"dltensor")
+    ctypes.pythonapi.PyCapsule_SetName(c2, b"used_dltensor")
+    del c2                          # renamed: the destructor leaves it alone
+    assert _freed == []
+    managed = _dlpack.DLManagedTensor.from_address(p2)
+    managed.deleter(ctypes.pointer(managed))
+    assert _freed == [addr]         # the C-owned tensor went back exactly once
+
+
+def test_borrow_through_dlpack_protocol():
+    t, _m = _host_tensor([7.0, 8.0, 9.0])
+
+    class Foreign:                  # only the protocol, like numpy/cupy/torch
+        def __dlpack__(self, stream=None):
+            assert stream is None   # host tensors get no stream
+            return t.__dlpack__()
+
+        def __dlpack_device__(self):
+            return t.__dlpack_device__()
+    b = _dlpack.Borrowed(Foreign())
+    dt = b.tensor
+    assert dt.ndim == 1 and dt.shape[0] == 3 and _dlpack.tcuda_dtype(dt) == 0
+    assert _dlpack.is_contiguous(dt) and _dlpack.numel(dt) == 3
+
+
+def test_dtype_table_and_unknown_dtypes():
+    t, _m = _host_tensor([1.0], code=_dlpack.kDLFloat, bits=24)
+    with pytest.raises(TypeError, match="unsupported DLPack dtype"):
+        t.dtype
+    bf, _m2 = _host_tensor([1.0], code=_dlpack.kDLBfloat, bits=16)
+    assert bf.dtype == "bfloat16"
+
+
+@gpu_absent
+def test_cuda_array_interface_input_needs_cuda():
+    class CAI:
+        __cuda_array_interface__ = {"shape": (2,), "typestr": "<f4", "data": (0x1000, False), "version": 3}
+    _raises(lambda: _dlpack.Borrowed(CAI()), "TCUDA_ERROR_NOT_AVAILABLE", "tcuda_device_of")
+
+    class BigEndian:
+        __cuda_array_interface__ = {"shape": (2,), "typestr": ">f4", "data": (0x1000, False), "version": 3}
+    with pytest.raises(TypeError, match="typestr"):
+        _dlpack.Borrowed(BigEndian())
+
+
+def test_interop_entry_points_exported():
+    lib = tcuda._lib.lib
+    for name in ("tcuda_torch_malloc", "tcuda_torch_free", "tcuda_cupy_malloc", "tcuda_cupy_free"):
+        assert ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+    assert lib.tcuda_torch_malloc(-1, 0, None) is None
+    assert b"size -1 is negative" in lib.tcuda_last_error()
+
+
+def _run(code, **env):
+    e = dict(os.environ, PYTHONPATH=PY_DIR, PYTHONDONTWRITEBYTECODE="1")
+    e.update(env)
+    return subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True)
+
+
+def test_missing_library_is_a_clear_import_error():
+    r = _run("import tcuda", TCUDA_LIBRARY="/nonexistent/libtcuda.so")
+    assert r.returncode != 0
+    assert "cannot load libtcuda.so" in r.stderr
+    assert "/nonexistent/libtcuda.so" in r.stderr and "TCUDA_LIBRARY" in r.stderr
+
+
+def test_library_search_without_env():
+    # With no TCUDA_LIBRARY the package searches bundled, repository build,
+    # then the system; whichever it loads, the path is absolute.
+    e = dict(os.environ)
+    e.pop("TCUDA_LIBRARY", None)
+    r = subprocess.run([sys.executable, "-c", "import tcuda; print(tcuda.library_path())"],
+                       env=dict(e, PYTHONPATH=PY_DIR, PYTHONDONTWRITEBYTECODE="1"), capture_output=True, text=True)
+    if r.returncode == 0:
+        assert os.path.isabs(r.stdout.strip())
+    else:
+        assert "Tried:" in r.stderr and "repository build" in r.stderr
+
+
+def test_torch_and_cupy_helpers_need_their_framework():
+    try:
+        import torch  # noqa: F401
+        has_torch = True
+    except ImportError:
+        has_torch = False
+    if not has_torch:
+        with pytest.raises(ImportError):
+            tcuda.interop.torch_allocator()
