@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# tests/python/diff_torch.py: the same script against torch.cuda and against
+# the tcuda package, outputs compared. SKIPPED (77) without torch or a GPU.
+set -u
+py=${PYTHON:-python3}
+"$py" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2> /dev/null \
+  || { echo "SKIPPED: no torch with a usable GPU"; exit 77; }
+export TCUDA_LIBRARY="${TCUDA_BINARY_DIR:?}/src/libtcuda.so" PYTHONDONTWRITEBYTECODE=1
+export PYTHONPATH="${TCUDA_SOURCE_DIR:?}/python${PYTHONPATH:+:$PYTHONPATH}"
+exec timeout 120 "$py" "$TCUDA_SOURCE_DIR/tests/python/diff_torch.py"
