@@ -782,6 +782,46 @@ TCUDA_API void *tcuda_cupy_malloc(void *param, size_t size, int device);
 TCUDA_API void tcuda_cupy_free(void *param, void *ptr, int device);
 
 /* ======================================================================
+ * Sharing memory between processes           (CUDA IPC, ipc_collect)
+ * ====================================================================== */
+
+#define TCUDA_IPC_HANDLE_VERSION 1
+
+/* What a producer sends to a consumer process (plain bytes: write it to a
+ * pipe, a socket or a file as it is). */
+typedef struct tcuda_ipc_handle {
+  uint32_t magic;
+  uint32_t version;
+  int32_t device;
+  int32_t producer_pid;
+  unsigned char mem_handle[64];   /* cudaIpcMemHandle_t of the block's whole segment */
+  unsigned char event_handle[64]; /* interprocess event after the producer's queued work */
+  uint64_t offset;                /* of the pointer within the segment */
+  uint64_t size;                  /* bytes from the pointer to the end of its block */
+  char ref_name[48];              /* shared-memory file with the reference slots */
+  uint64_t ref_slot;
+} tcuda_ipc_handle_t;
+
+/* Export a tcuda allocation (any pointer inside a live block) to another
+ * process. The handle's event is recorded on the current stream, so the
+ * consumer sees the work queued so far. While a consumer may use the block,
+ * a tcuda_free of it parks the block instead of reusing it. Blocks in
+ * expandable segments cannot be shared (TCUDA_ERROR_NOT_SUPPORTED). */
+TCUDA_API tcuda_status tcuda_ipc_export(void *ptr, tcuda_ipc_handle_t *handle);
+/* Consumer: open the memory (segments are opened once per process), make
+ * the current stream wait for the producer's event, and return the pointer.
+ * A handle can be imported once: a second import, here or in another
+ * process, is TCUDA_ERROR_INVALID_STATE. */
+TCUDA_API tcuda_status tcuda_ipc_import(const tcuda_ipc_handle_t *handle, void **ptr);
+/* Consumer: synchronise the current stream, release the memory and tell
+ * the producer it may reuse the block. */
+TCUDA_API tcuda_status tcuda_ipc_close(void *ptr);
+/* torch.cuda.ipc_collect(): free parked blocks whose consumer closed them
+ * or has died, and drop the shared-memory file once nothing uses it. The
+ * allocator also runs it before giving up with out-of-memory. */
+TCUDA_API tcuda_status tcuda_ipc_collect(void);
+
+/* ======================================================================
  * NVTX ranges                                        (torch.cuda.nvtx)
  * ====================================================================== */
 
