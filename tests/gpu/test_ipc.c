@@ -150,7 +150,7 @@ static int shm_files_of(pid_t pid) {
 }
 
 static void two_processes(void) {
-  int to, from;
+  int to = -1, from = -1;
   pid_t pid = spawn(&to, &from);
   CHECK(pid > 0);
   CHECK_OK(tcuda_set_device(0));
