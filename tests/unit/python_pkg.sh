@@ -11,5 +11,12 @@ done
 [ -n "$py" ] || { echo "SKIPPED: no python3 with pytest (apt-get install python3-pytest)"; exit 77; }
 export TCUDA_LIBRARY="$bin/src/libtcuda.so"
 [ -f "$TCUDA_LIBRARY" ] || { echo "FAIL: $TCUDA_LIBRARY not built"; exit 1; }
+# A sanitizer build: Python must load ASan's runtime first. LSan is off
+# because the interpreter itself keeps memory at exit.
+san=$(ldd "$TCUDA_LIBRARY" 2> /dev/null | awk '/libasan|libubsan/ {print $3}' | tr '\n' ' ')
+if [ -n "${san// /}" ]; then
+  export LD_PRELOAD="$san${LD_PRELOAD:+ $LD_PRELOAD}"
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+fi
 export PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONDONTWRITEBYTECODE=1
 exec "$py" -m pytest -q -p no:cacheprovider "$src/tests/python/test_cpu.py"
