@@ -519,6 +519,8 @@ typedef struct tcuda_replay_options {
   double memory_fraction;     /* set_per_process_memory_fraction(); 0 = not set */
   const char *record_addresses; /* real GPU: write each segment cudaMalloc returned, in order,
                                    in the addresses_file format (for an exact --simulate rerun) */
+  const char *history_path;   /* record the allocator's history and write a snapshot there at the
+                                 end: JSON if the name ends in ".json", else a memory_viz pickle */
 } tcuda_replay_options_t;
 #define TCUDA_REPLAY_OPTIONS_INIT {.struct_size = sizeof(tcuda_replay_options_t), .device = -1}
 
@@ -542,6 +544,70 @@ TCUDA_API tcuda_status tcuda_replay_string(const char *trace, const tcuda_replay
                                            char **json_out);
 
 /* @@REPLAY@@ */
+
+/* ======================================================================
+ * Memory history and snapshots (torch.cuda.memory._record_memory_history)
+ * ====================================================================== */
+
+/* PyTorch's TraceEntry actions; the names are torch's strings. */
+typedef enum tcuda_history_action {
+  TCUDA_HISTORY_ALLOC = 0,          /* "alloc": size = the unrounded request */
+  TCUDA_HISTORY_FREE_REQUESTED = 1, /* "free_requested": size = requested_size */
+  TCUDA_HISTORY_FREE_COMPLETED = 2, /* "free_completed": the block is reusable */
+  TCUDA_HISTORY_SEGMENT_ALLOC = 3,  /* "segment_alloc": cudaMalloc of size bytes */
+  TCUDA_HISTORY_SEGMENT_FREE = 4,   /* "segment_free" */
+  TCUDA_HISTORY_SEGMENT_MAP = 5,    /* "segment_map": expandable segment pages mapped */
+  TCUDA_HISTORY_SEGMENT_UNMAP = 6,  /* "segment_unmap" */
+  TCUDA_HISTORY_SNAPSHOT = 7,       /* "snapshot": size = total active bytes */
+  TCUDA_HISTORY_OOM = 8             /* "oom": addr = device free bytes, size = rounded request */
+} tcuda_history_action;
+
+/* "alloc", "free_requested", ...; "unknown" for other values. */
+TCUDA_API const char *tcuda_history_action_name(tcuda_history_action action);
+
+typedef struct tcuda_history_entry {
+  tcuda_history_action action;
+  uint64_t addr;      /* block or segment address; OOM: free device bytes */
+  uint64_t size;      /* per action, as above */
+  int64_t stream;     /* stream id (tcuda_stream_t.id) */
+  int64_t time_us;    /* microseconds since the Unix epoch, as torch */
+  size_t num_frames;  /* C stack frames recorded (0 without stacks) */
+} tcuda_history_entry_t;
+
+/* Start (enabled 1) or stop (0) recording the allocator history of `device`
+ * (-1: current). Entries go to a ring buffer of max_entries (0: no limit,
+ * torch's default): when full, the oldest entry is dropped. stacks 1 also
+ * keeps each entry's C call stack (backtrace(); symbolized only when a
+ * snapshot is written). Calling it again while enabled changes max_entries
+ * (keeping the newest entries) and stacks. Stopping discards the history,
+ * as torch does. Without history the allocator's cost is one untaken
+ * branch. */
+TCUDA_API tcuda_status tcuda_memory_record_history(int device, int enabled, size_t max_entries, int stacks);
+/* A copy of the device's history, oldest first (*count 0 and *entries NULL
+ * when not recording). Free with tcuda_memory_history_free. */
+TCUDA_API tcuda_status tcuda_memory_history(int device, tcuda_history_entry_t **entries, size_t *count);
+TCUDA_API void tcuda_memory_history_free(tcuda_history_entry_t *entries);
+
+/* torch.cuda.memory._dump_snapshot(path): {"segments", "device_traces",
+ * "allocator_settings"} of every device, as a pickle that torch's
+ * memory_viz page, torch.cuda._memory_viz and `tcuda viz` open. Writing
+ * adds a "snapshot" entry to each recording device's history, as in torch.
+ * A failed write leaves no partial file at path. */
+TCUDA_API tcuda_status tcuda_memory_snapshot_dump(const char *path);
+/* The same document as JSON (frames included). */
+TCUDA_API tcuda_status tcuda_memory_snapshot_dump_json(const char *path);
+
+/* memory_summary() text for any stats (e.g. a replay's), for `device`'s
+ * title. Free with tcuda_string_free. */
+TCUDA_API tcuda_status tcuda_memory_stats_summary(const tcuda_memory_stats_t *stats, int device, int abbreviated,
+                                                  char **out);
+
+/* Snapshot on OOM: with TCUDA_OOM_SNAPSHOT=path in the environment, an
+ * allocation that fails with TCUDA_ERROR_OUT_OF_MEMORY first writes
+ * tcuda_memory_snapshot_dump(path), and the error message ends with
+ * "; memory snapshot written to PATH" (or says why it could not be). */
+
+/* @@HISTORY@@ */
 
 /* ======================================================================
  * Pinned host memory     (PyTorch's caching host allocator, host_memory_stats)

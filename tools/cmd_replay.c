@@ -8,7 +8,10 @@
 
 static const char *USAGE =
     "usage: tcuda replay [--simulate [--va driver|ascending] [--addresses FILE] [--capacity BYTES]]\n"
-    "                    [--record-addresses FILE] [--config CONF] [--fraction F] [--device N] TRACE\n"
+    "                    [--record-addresses FILE] [--config CONF] [--fraction F] [--device N]\n"
+    "                    [--history SNAPSHOT] TRACE\n"
+    "  --history: record the allocator history and write a snapshot at the end (a memory_viz\n"
+    "             pickle, or JSON if SNAPSHOT ends in .json): open it with 'tcuda viz'\n"
     "  TRACE lines: 'a ID SIZE [STREAM]', 'f ID', 'c' (checkpoint), 'e' (empty_cache), 'r' (reset peaks)\n";
 
 static int usage_error(const char *fmt, const char *arg) {
@@ -37,7 +40,8 @@ int cmd_replay(int argc, char **argv) {
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(USAGE, stdout); return 0; }
     if (!strcmp(a, "--simulate")) { o.simulate = 1; continue; }
     if (!strcmp(a, "--va") || !strcmp(a, "--addresses") || !strcmp(a, "--capacity") || !strcmp(a, "--config") ||
-        !strcmp(a, "--device") || !strcmp(a, "--fraction") || !strcmp(a, "--record-addresses")) {
+        !strcmp(a, "--device") || !strcmp(a, "--fraction") || !strcmp(a, "--record-addresses") ||
+        !strcmp(a, "--history")) {
       if (!v) return usage_error("%s needs a value", a);
       i++;
       if (!strcmp(a, "--va")) {
@@ -54,6 +58,9 @@ int cmd_replay(int argc, char **argv) {
         sim_only = 1;
       } else if (!strcmp(a, "--config")) {
         o.config = v;
+      } else if (!strcmp(a, "--history")) {
+        if (!*v) return usage_error("%s", "--history needs a file name");
+        o.history_path = v;
       } else if (!strcmp(a, "--record-addresses")) {
         o.record_addresses = v;
       } else if (!strcmp(a, "--fraction")) {

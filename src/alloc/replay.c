@@ -6,6 +6,7 @@
  * keys in the simulation; the JSON prints the trace's stream numbers. */
 #include "alloc.h"
 #include "core/core.h"
+#include "history.h"
 #include "sbuf.h"
 #include "trace.h"
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #define TC_H200_BYTES 150109880320ULL
+#define TC_MAX_TRACE_DEVICES 64 /* device_traces slots a replay snapshot may name */
 
 /* ---- a backend wrapper that logs the segments cudaMalloc returns ---- */
 
@@ -103,6 +105,7 @@ typedef struct {
   tc_backend wrap;     /* recording wrapper (GPU with record_addresses) */
   rec_ctx rec;
   tc_alloc *a;
+  tc_history *hist;    /* history_path: the recorder on a */
   uint64_t *keys;      /* stream number -> stream key */
   unsigned char *made; /* stream number -> key is valid */
   uint64_t *addr;      /* slot -> address (0: nothing to free) */
@@ -202,8 +205,34 @@ static tcuda_status run_ops(replay *r) {
   return TCUDA_SUCCESS;
 }
 
+/* The snapshot at the end of the replay, with the whole history. Streams
+ * are the trace's numbers, as in the JSON. */
+static tcuda_status write_history(replay *r, const tcuda_replay_options_t *o, const tc_alloc_config *cfg) {
+  tcuda_snapshot_t *snap = NULL;
+  tcuda_status s = tc_alloc_snapshot(r->a, &snap); /* adds the "snapshot" entry, as torch */
+  if (s) return s;
+  tc_history_copy traces[TC_MAX_TRACE_DEVICES];
+  memset(traces, 0, sizeof traces);
+  int dev = r->device >= 0 && r->device < TC_MAX_TRACE_DEVICES ? r->device : 0;
+  if ((s = tc_history_copy_take(r->hist, &traces[dev]))) {
+    tc_snapshot_free(snap);
+    return s;
+  }
+  for (size_t i = 0; i < snap->num_segments; i++) snap->segments[i].device = dev;
+  tc_snapshot_doc doc = {.snap = snap, .num_devices = dev + 1, .traces = traces, .cfg = cfg,
+                         .conf_text = o->config ? o->config : "", .seg_stream = map_stream,
+                         .trace_stream = map_stream, .stream_ctx = r};
+  size_t n = strlen(o->history_path);
+  int json = n >= 5 && !strcmp(o->history_path + n - 5, ".json");
+  s = tc_snapshot_doc_write(r->func, &doc, o->history_path, json);
+  tc_history_copy_free(&traces[dev]);
+  tc_snapshot_free(snap);
+  return s;
+}
+
 static void replay_cleanup(replay *r) {
   if (r->a) tc_alloc_destroy(r->a);
+  tc_history_destroy(r->hist);
   if (r->sim) tc_backend_sim_destroy(r->sim);
   if (!r->simulate && r->made) {
     for (uint32_t k = 1; k <= r->tr->max_stream; k++)
@@ -229,6 +258,8 @@ static tcuda_status check_options(const char *func, const tcuda_replay_options_t
   if (!(o->memory_fraction >= 0.0 && o->memory_fraction <= 1.0))
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: memory_fraction %g out of range (0~1)", func,
                     o->memory_fraction);
+  if (o->history_path && !*o->history_path)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: history_path is empty", func);
   if (o->simulate && o->record_addresses)
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
                     "%s: record_addresses '%s' needs the real GPU (simulate is 1)", func, o->record_addresses);
@@ -298,6 +329,10 @@ static tcuda_status replay_run(const char *func, const tc_trace *tr, const tcuda
     }
   }
   if ((s = tc_alloc_create(r.device, be, &cfg, total, &r.a))) { replay_cleanup(&r); return s; }
+  if (o->history_path) {
+    if ((s = tc_history_create(0, 0, &r.hist))) { replay_cleanup(&r); return s; }
+    tc_alloc_set_trace(r.a, tc_history_trace, r.hist);
+  }
   if (o->memory_fraction > 0 && (s = tc_alloc_set_memory_fraction(r.a, o->memory_fraction))) {
     replay_cleanup(&r);
     return s;
@@ -306,6 +341,9 @@ static tcuda_status replay_run(const char *func, const tc_trace *tr, const tcuda
   s = run_ops(&r);
   if (!s) {
     tc_sbuf_puts(&r.out, tr->num_checkpoints ? "\n]\n" : "]\n");
+    if (o->history_path) s = write_history(&r, o, &cfg);
+  }
+  if (!s) {
     /* give the memory back before reporting, so a failure there shows */
     tc_alloc_destroy(r.a);
     r.a = NULL;

@@ -1,0 +1,622 @@
+/* The snapshot document as a pickle (protocol 4) or as JSON.
+ *
+ * The pickle uses only opcodes that torch's MemoryViz.js unpickler decodes
+ * (allocator-and-rng.md 8a): PROTO, EMPTY_DICT, EMPTY_LIST, MARK, SETITEMS,
+ * APPENDS, BININT/BININT1/BININT2, LONG1, BINFLOAT, SHORT_BINUNICODE,
+ * BINUNICODE, NEWTRUE/NEWFALSE, NONE, TUPLE2, BINPUT/LONG_BINPUT,
+ * BINGET/LONG_BINGET, STOP. Stacks repeat a lot, so each distinct stack and
+ * frame is written once and referenced through the memo afterwards.
+ * Symbols are looked up here, at write time, never on the allocation path. */
+#define _GNU_SOURCE
+#include "history.h"
+#include "sbuf.h"
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- emitter: one interface, two encodings ---- */
+
+typedef struct {
+  tc_sbuf b;
+  int json;
+  uint32_t memo;     /* next memo index (pickle) */
+  int depth;
+  int first[64];     /* json: no comma needed yet at this depth */
+  int after_key;     /* json: the next value follows a key */
+} em;
+
+static void put_u8(em *e, uint8_t v) { tc_sbuf_put(&e->b, (const char *)&v, 1); }
+static void put_le(em *e, uint64_t v, int n) {
+  char c[8];
+  for (int i = 0; i < n; i++) c[i] = (char)(v >> (8 * i));
+  tc_sbuf_put(&e->b, c, (size_t)n);
+}
+
+/* json: the separator before a value or key */
+static void sep(em *e) {
+  if (!e->json) return;
+  if (e->after_key) { e->after_key = 0; return; }
+  if (e->depth > 0 && e->depth < 64) {
+    if (!e->first[e->depth]) tc_sbuf_puts(&e->b, ", ");
+    e->first[e->depth] = 0;
+  }
+}
+
+static void open_(em *e, int dict) {
+  sep(e);
+  if (e->json) tc_sbuf_puts(&e->b, dict ? "{" : "[");
+  else {
+    put_u8(e, dict ? '}' : ']');
+    put_u8(e, '(');
+  }
+  e->depth++;
+  if (e->depth < 64) e->first[e->depth] = 1;
+}
+static void close_(em *e, int dict) {
+  e->depth--;
+  if (e->json) tc_sbuf_puts(&e->b, dict ? "}" : "]");
+  else put_u8(e, dict ? 'u' : 'e');
+}
+
+static void json_str(tc_sbuf *b, const char *s) {
+  tc_sbuf_puts(b, "\"");
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\') tc_sbuf_printf(b, "\\%c", *p);
+    else if (*p < 0x20) tc_sbuf_printf(b, "\\u%04x", *p);
+    else tc_sbuf_put(b, (const char *)p, 1);
+  }
+  tc_sbuf_puts(b, "\"");
+}
+
+/* Strings are UTF-8 for pickle's *UNICODE opcodes; symbol and file names
+ * are bytes, so anything outside ASCII becomes '?' to keep them valid. */
+static void str(em *e, const char *s) {
+  sep(e);
+  size_t n = strlen(s);
+  if (e->json) { json_str(&e->b, s); return; }
+  if (n < 256) {
+    put_u8(e, 0x8c); /* SHORT_BINUNICODE */
+    put_u8(e, (uint8_t)n);
+  } else {
+    put_u8(e, 'X'); /* BINUNICODE */
+    put_le(e, n, 4);
+  }
+  size_t at = e->b.len;
+  tc_sbuf_put(&e->b, s, n);
+  if (!e->b.failed)
+    for (size_t i = 0; i < n; i++)
+      if ((unsigned char)e->b.p[at + i] >= 0x80) e->b.p[at + i] = '?';
+}
+static void key(em *e, const char *k) {
+  str(e, k);
+  if (e->json) {
+    tc_sbuf_puts(&e->b, ": ");
+    e->after_key = 1;
+  }
+}
+
+static void i64(em *e, int64_t v) {
+  sep(e);
+  if (e->json) { tc_sbuf_printf(&e->b, "%lld", (long long)v); return; }
+  if (v >= 0 && v < 256) { put_u8(e, 'K'); put_u8(e, (uint8_t)v); }
+  else if (v >= 0 && v < 65536) { put_u8(e, 'M'); put_le(e, (uint64_t)v, 2); }
+  else if (v >= INT32_MIN && v <= INT32_MAX) { put_u8(e, 'J'); put_le(e, (uint64_t)v, 4); }
+  else {
+    /* LONG1: minimal little-endian two's complement */
+    int n = 8;
+    while (n > 1) {
+      int64_t hi = v >> (8 * (n - 1) - 1); /* bits that must be pure sign */
+      if (hi != 0 && hi != -1) break;
+      n--;
+    }
+    put_u8(e, 0x8a);
+    put_u8(e, (uint8_t)n);
+    put_le(e, (uint64_t)v, n);
+  }
+}
+static void u64(em *e, uint64_t v) {
+  if (v <= (uint64_t)INT64_MAX) { i64(e, (int64_t)v); return; }
+  sep(e);
+  if (e->json) { tc_sbuf_printf(&e->b, "%llu", (unsigned long long)v); return; }
+  put_u8(e, 0x8a); /* 9 bytes: the sign byte is 0 */
+  put_u8(e, 9);
+  put_le(e, v, 8);
+  put_u8(e, 0);
+}
+static void f64(em *e, double v) {
+  sep(e);
+  if (e->json) { tc_sbuf_printf(&e->b, "%.17g", v); return; }
+  uint64_t bits;
+  memcpy(&bits, &v, sizeof bits);
+  put_u8(e, 'G'); /* BINFLOAT: big-endian */
+  for (int i = 7; i >= 0; i--) put_u8(e, (uint8_t)(bits >> (8 * i)));
+}
+static void boolean(em *e, int v) {
+  sep(e);
+  if (e->json) tc_sbuf_puts(&e->b, v ? "true" : "false");
+  else put_u8(e, v ? 0x88 : 0x89);
+}
+static void pair(em *e, uint64_t a, uint64_t b) {
+  if (e->json) {
+    open_(e, 0);
+    u64(e, a);
+    u64(e, b);
+    close_(e, 0);
+    return;
+  }
+  sep(e);
+  u64(e, a);
+  u64(e, b);
+  put_u8(e, 0x86); /* TUPLE2 */
+}
+/* pickle: remember the object just opened; returns its memo index */
+static uint32_t memo_put(em *e) {
+  uint32_t id = e->memo++;
+  if (id < 256) { put_u8(e, 'q'); put_u8(e, (uint8_t)id); }
+  else { put_u8(e, 'r'); put_le(e, id, 4); }
+  return id;
+}
+static void memo_get(em *e, uint32_t id) {
+  sep(e);
+  if (id < 256) { put_u8(e, 'h'); put_u8(e, (uint8_t)id); }
+  else { put_u8(e, 'j'); put_le(e, id, 4); }
+}
+
+/* ---- stacks: symbolize each distinct pc once ---- */
+
+typedef struct {
+  void *pc;
+  char name[192];
+  char file[256];
+  int64_t memo; /* pickle memo of its frame dict, -1 before written */
+} frame_sym;
+
+typedef struct {
+  size_t at;     /* entry whose pcs this is (first seen) */
+  uint8_t n;
+  int64_t memo;  /* pickle memo of the frames list; -1 before */
+  size_t json_off, json_len; /* json: the text written the first time */
+} stack_ent;
+
+typedef struct {
+  frame_sym *f;
+  size_t nf, capf;
+  size_t *fh; /* hash: index+1 into f */
+  size_t fhcap;
+  stack_ent *s;
+  size_t ns, caps;
+  size_t *sh;
+  size_t shcap;
+  int oom;
+} symtab;
+
+static uint64_t mix(uint64_t h) {
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  return h;
+}
+
+/* 1: room enough; 2: grown and emptied (caller reinserts); 0: no memory. */
+static int grow_hash(size_t **tab, size_t *cap, size_t need) {
+  if (need * 2 <= *cap) return 1;
+  size_t ncap = *cap ? *cap * 2 : 1024;
+  while (need * 2 > ncap) ncap *= 2;
+  size_t *n = calloc(ncap, sizeof *n);
+  if (!n) return 0;
+  free(*tab);
+  *tab = n;
+  *cap = ncap;
+  return 2; /* rebuilt empty: the caller reinserts */
+}
+
+static void symbolize(frame_sym *s) {
+  Dl_info di;
+  memset(&di, 0, sizeof di);
+  if (dladdr(s->pc, &di) && di.dli_fname) {
+    uintptr_t base = (uintptr_t)di.dli_fbase;
+    if (di.dli_sname)
+      snprintf(s->name, sizeof s->name, "%s+0x%lx", di.dli_sname,
+               (unsigned long)((uintptr_t)s->pc - (uintptr_t)di.dli_saddr));
+    else
+      snprintf(s->name, sizeof s->name, "0x%lx", (unsigned long)((uintptr_t)s->pc - base));
+    snprintf(s->file, sizeof s->file, "%s", di.dli_fname);
+  } else {
+    snprintf(s->name, sizeof s->name, "%p", s->pc);
+    snprintf(s->file, sizeof s->file, "??");
+  }
+}
+
+static frame_sym *sym_of(symtab *t, void *pc) {
+  if (t->nf + 1 > t->capf) {
+    size_t cap = t->capf ? 2 * t->capf : 256;
+    frame_sym *n = realloc(t->f, cap * sizeof *n);
+    if (!n) { t->oom = 1; return NULL; }
+    t->f = n;
+    t->capf = cap;
+  }
+  int g = grow_hash(&t->fh, &t->fhcap, t->nf + 1);
+  if (!g) { t->oom = 1; return NULL; }
+  if (g == 2)
+    for (size_t i = 0; i < t->nf; i++) {
+      size_t k = mix((uint64_t)(uintptr_t)t->f[i].pc) & (t->fhcap - 1);
+      while (t->fh[k]) k = (k + 1) & (t->fhcap - 1);
+      t->fh[k] = i + 1;
+    }
+  size_t k = mix((uint64_t)(uintptr_t)pc) & (t->fhcap - 1);
+  while (t->fh[k]) {
+    if (t->f[t->fh[k] - 1].pc == pc) return &t->f[t->fh[k] - 1];
+    k = (k + 1) & (t->fhcap - 1);
+  }
+  frame_sym *s = &t->f[t->nf];
+  s->pc = pc;
+  s->memo = -1;
+  symbolize(s);
+  t->fh[k] = ++t->nf;
+  return s;
+}
+
+static uint64_t stack_hash(void *const *pcs, uint8_t n) {
+  uint64_t h = n;
+  for (uint8_t i = 0; i < n; i++) h = mix(h ^ (uint64_t)(uintptr_t)pcs[i]) + i;
+  return h;
+}
+
+/* The stack entry for entry i of c (pcs compared by value). */
+static stack_ent *stack_of(symtab *t, const tc_history_copy *c, size_t i) {
+  void *const *pcs = c->pcs + i * TC_HISTORY_DEPTH;
+  uint8_t n = c->e[i].nframes;
+  if (t->ns + 1 > t->caps) {
+    size_t cap = t->caps ? 2 * t->caps : 256;
+    stack_ent *ns = realloc(t->s, cap * sizeof *ns);
+    if (!ns) { t->oom = 1; return NULL; }
+    t->s = ns;
+    t->caps = cap;
+  }
+  int g = grow_hash(&t->sh, &t->shcap, t->ns + 1);
+  if (!g) { t->oom = 1; return NULL; }
+  if (g == 2)
+    for (size_t j = 0; j < t->ns; j++) {
+      size_t k = stack_hash(c->pcs + t->s[j].at * TC_HISTORY_DEPTH, t->s[j].n) & (t->shcap - 1);
+      while (t->sh[k]) k = (k + 1) & (t->shcap - 1);
+      t->sh[k] = j + 1;
+    }
+  size_t k = stack_hash(pcs, n) & (t->shcap - 1);
+  while (t->sh[k]) {
+    stack_ent *s = &t->s[t->sh[k] - 1];
+    if (s->n == n && !memcmp(c->pcs + s->at * TC_HISTORY_DEPTH, pcs, n * sizeof *pcs)) return s;
+    k = (k + 1) & (t->shcap - 1);
+  }
+  stack_ent *s = &t->s[t->ns];
+  *s = (stack_ent){.at = i, .n = n, .memo = -1};
+  t->sh[k] = ++t->ns;
+  return s;
+}
+
+static void symtab_free(symtab *t) {
+  free(t->f);
+  free(t->fh);
+  free(t->s);
+  free(t->sh);
+}
+
+static void frame_dict(em *e, symtab *t, void *pc) {
+  frame_sym *f = sym_of(t, pc);
+  if (!f) return;
+  if (!e->json && f->memo >= 0) { memo_get(e, (uint32_t)f->memo); return; }
+  sep(e);
+  if (!e->json) {
+    put_u8(e, '}');
+    f->memo = memo_put(e);
+    put_u8(e, '(');
+  } else {
+    tc_sbuf_puts(&e->b, "{");
+  }
+  e->depth++;
+  if (e->depth < 64) e->first[e->depth] = 1;
+  key(e, "filename");
+  str(e, f->file);
+  key(e, "line");
+  i64(e, 0); /* no debug info is read: name+offset locates the code */
+  key(e, "name");
+  str(e, f->name);
+  close_(e, 1);
+}
+
+/* "frames" of entry i (the key is written by the caller). */
+static void frames_value(em *e, symtab *t, const tc_history_copy *c, size_t i) {
+  if (!c || !c->pcs || !c->e[i].nframes) {
+    open_(e, 0);
+    close_(e, 0);
+    return;
+  }
+  stack_ent *s = stack_of(t, c, i);
+  if (!s) return;
+  if (!e->json && s->memo >= 0) { memo_get(e, (uint32_t)s->memo); return; }
+  if (e->json && s->json_len) {
+    sep(e);
+    tc_sbuf_reserve(&e->b, s->json_len);
+    if (!e->b.failed) tc_sbuf_put(&e->b, e->b.p + s->json_off, s->json_len);
+    return;
+  }
+  sep(e);
+  size_t off = e->b.len;
+  if (!e->json) {
+    put_u8(e, ']');
+    s->memo = memo_put(e);
+    put_u8(e, '(');
+  } else {
+    tc_sbuf_puts(&e->b, "[");
+  }
+  e->depth++;
+  if (e->depth < 64) e->first[e->depth] = 1;
+  void *const *pcs = c->pcs + i * TC_HISTORY_DEPTH;
+  for (uint8_t k = 0; k < c->e[i].nframes; k++) frame_dict(e, t, pcs[k]);
+  close_(e, 0);
+  s = stack_of(t, c, i); /* the table may have moved */
+  if (s && e->json) {
+    s->json_off = off;
+    s->json_len = e->b.len - off;
+  }
+}
+
+/* ---- the document ---- */
+
+static const char *action_str(unsigned a) {
+  static const char *const n[] = {"alloc",         "free_requested", "free_completed",
+                                  "segment_alloc", "segment_free",   "segment_map",
+                                  "segment_unmap", "snapshot",       "oom"};
+  return a < sizeof n / sizeof *n ? n[a] : "unknown";
+}
+
+static const char *state_str(tcuda_block_state s) {
+  switch (s) {
+  case TCUDA_BLOCK_ACTIVE_ALLOCATED: return "active_allocated";
+  case TCUDA_BLOCK_ACTIVE_PENDING_FREE: return "active_pending_free";
+  default: return "inactive";
+  }
+}
+
+/* For each device, addr -> the latest alloc entry still live at the end,
+ * so live blocks carry the stack that allocated them (as torch's do). */
+typedef struct {
+  uint64_t addr;
+  size_t idx;
+} live_ent;
+
+static int live_cmp(const void *a, const void *b) {
+  const live_ent *x = a, *y = b;
+  return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static live_ent *live_allocs(const tc_history_copy *c, size_t *n, int *oom) {
+  *n = 0;
+  if (!c || !c->pcs || !c->n) return NULL;
+  size_t cnt = 0;
+  for (size_t i = 0; i < c->n; i++) cnt += c->e[i].action == TC_TRACE_ALLOC;
+  live_ent *v = malloc((cnt ? cnt : 1) * sizeof *v);
+  if (!v) { *oom = 1; return NULL; }
+  size_t k = 0;
+  for (size_t i = 0; i < c->n; i++)
+    if (c->e[i].action == TC_TRACE_ALLOC) v[k++] = (live_ent){c->e[i].addr, i};
+  qsort(v, k, sizeof *v, live_cmp);
+  *n = k;
+  return v;
+}
+
+static long find_live(const live_ent *v, size_t n, uint64_t addr) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (v[mid].addr <= addr) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo == 0 || v[lo - 1].addr != addr) return -1;
+  /* the latest of equal addresses: scan the run for the largest idx */
+  size_t best = lo - 1;
+  for (size_t j = lo - 1; j > 0 && v[j - 1].addr == addr; j--)
+    if (v[j - 1].idx > v[best].idx) best = j - 1;
+  return (long)v[best].idx;
+}
+
+static void settings(em *e, const tc_snapshot_doc *d) {
+  tc_alloc_config def;
+  tc_alloc_config_default(&def);
+  const tc_alloc_config *c = d->cfg ? d->cfg : &def;
+  open_(e, 1);
+  key(e, "PYTORCH_CUDA_ALLOC_CONF");
+  str(e, d->conf_text ? d->conf_text : "");
+  key(e, "max_split_size");
+  /* torch reports the unset value as -1 (its int64 cast of SIZE_MAX) */
+  i64(e, c->max_split_size == UINT64_MAX ? -1 : (int64_t)c->max_split_size);
+  key(e, "garbage_collection_threshold");
+  f64(e, c->garbage_collection_threshold);
+  key(e, "expandable_segments");
+  boolean(e, c->expandable_segments);
+  key(e, "pinned_num_register_threads");
+  i64(e, 1);
+  key(e, "release_lock_on_cudamalloc");
+  boolean(e, c->release_lock_on_cudamalloc);
+  key(e, "pinned_use_cuda_host_register");
+  boolean(e, 0);
+  key(e, "roundup_power2_divisions");
+  open_(e, 1);
+  for (int k = 0; k < TC_ROUNDUP_SLOTS; k++) {
+    char kb[16];
+    snprintf(kb, sizeof kb, "%u", 1u << k);
+    key(e, kb);
+    i64(e, c->roundup_power2_divisions[k]);
+  }
+  close_(e, 1);
+  close_(e, 1);
+}
+
+static void document(em *e, symtab *t, const tc_snapshot_doc *d) {
+  if (!e->json) {
+    put_u8(e, 0x80); /* PROTO 4 */
+    put_u8(e, 4);
+  }
+  open_(e, 1);
+  key(e, "segments");
+  open_(e, 0);
+  const tcuda_snapshot_t *s = d->snap;
+  int cur_dev = -1;
+  live_ent *live = NULL;
+  size_t nlive = 0;
+  for (size_t i = 0; s && i < s->num_segments && !t->oom; i++) {
+    const tcuda_segment_info_t *g = &s->segments[i];
+    const tc_history_copy *tr =
+        g->device >= 0 && g->device < d->num_devices && d->traces ? &d->traces[g->device] : NULL;
+    if (g->device != cur_dev) {
+      free(live);
+      live = live_allocs(tr, &nlive, &t->oom);
+      cur_dev = g->device;
+    }
+    open_(e, 1);
+    key(e, "device");
+    i64(e, g->device);
+    key(e, "address");
+    u64(e, g->address);
+    key(e, "total_size");
+    u64(e, g->total_size);
+    key(e, "allocated_size");
+    u64(e, g->allocated_size);
+    key(e, "active_size");
+    u64(e, g->active_size);
+    key(e, "requested_size");
+    u64(e, g->requested_size);
+    key(e, "stream");
+    i64(e, d->seg_stream ? d->seg_stream(d->stream_ctx, g->stream) : g->stream);
+    key(e, "segment_type");
+    str(e, g->is_large ? "large" : "small");
+    key(e, "segment_pool_id");
+    pair(e, g->pool_id[0], g->pool_id[1]);
+    key(e, "is_expandable");
+    boolean(e, g->is_expandable);
+    key(e, "frames");
+    open_(e, 0);
+    close_(e, 0);
+    key(e, "blocks");
+    open_(e, 0);
+    for (size_t j = 0; j < g->num_blocks; j++) {
+      const tcuda_block_info_t *b = &g->blocks[j];
+      open_(e, 1);
+      key(e, "address");
+      u64(e, b->address);
+      key(e, "size");
+      u64(e, b->size);
+      key(e, "requested_size");
+      u64(e, b->requested_size);
+      key(e, "state");
+      str(e, state_str(b->state));
+      key(e, "frames");
+      long at = b->state != TCUDA_BLOCK_INACTIVE ? find_live(live, nlive, b->address) : -1;
+      if (at >= 0) frames_value(e, t, tr, (size_t)at);
+      else frames_value(e, t, NULL, 0);
+      close_(e, 1);
+    }
+    close_(e, 0);
+    close_(e, 1);
+  }
+  free(live);
+  close_(e, 0);
+
+  key(e, "device_traces");
+  open_(e, 0);
+  for (int dev = 0; dev < d->num_devices && !t->oom; dev++) {
+    const tc_history_copy *c = d->traces ? &d->traces[dev] : NULL;
+    open_(e, 0);
+    for (size_t i = 0; c && i < c->n && !t->oom; i++) {
+      const tc_hist_entry *x = &c->e[i];
+      open_(e, 1);
+      key(e, "action");
+      str(e, action_str(x->action));
+      if (x->action == TC_TRACE_OOM) key(e, "device_free");
+      else key(e, "addr");
+      u64(e, x->addr);
+      key(e, "size");
+      u64(e, x->size);
+      key(e, "stream");
+      i64(e, d->trace_stream ? d->trace_stream(d->stream_ctx, (int64_t)x->stream) : (int64_t)x->stream);
+      key(e, "time_us");
+      i64(e, x->time_us);
+      key(e, "frames");
+      frames_value(e, t, c, i);
+      close_(e, 1);
+    }
+    close_(e, 0);
+  }
+  close_(e, 0);
+
+  key(e, "allocator_settings");
+  settings(e, d);
+  close_(e, 1);
+  if (e->json) tc_sbuf_puts(&e->b, "\n");
+  else put_u8(e, '.'); /* STOP */
+}
+
+tcuda_status tc_snapshot_doc_encode(const char *func, const tc_snapshot_doc *doc, int json, char **out,
+                                    size_t *len) {
+  *out = NULL;
+  *len = 0;
+  em e;
+  memset(&e, 0, sizeof e);
+  e.json = json;
+  symtab t;
+  memset(&t, 0, sizeof t);
+  document(&e, &t, doc);
+  int oom = t.oom || e.b.failed;
+  symtab_free(&t);
+  size_t n = e.b.len;
+  char *p = oom ? NULL : tc_sbuf_take(&e.b);
+  if (!p) {
+    tc_sbuf_free(&e.b);
+    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory writing the snapshot", func);
+  }
+  *out = p;
+  *len = n;
+  return TCUDA_SUCCESS;
+}
+
+tcuda_status tc_snapshot_doc_write(const char *func, const tc_snapshot_doc *doc, const char *path, int json) {
+  if (!path || !*path)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: path is %s", func, path ? "empty" : "NULL");
+  char *buf;
+  size_t len;
+  tcuda_status s = tc_snapshot_doc_encode(func, doc, json, &buf, &len);
+  if (s) return s;
+  /* a temporary beside the target, renamed when complete: a failed write
+   * never leaves a truncated snapshot under the requested name */
+  size_t pl = strlen(path);
+  char *tmp = malloc(pl + 32);
+  if (!tmp) {
+    free(buf);
+    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
+  }
+  snprintf(tmp, pl + 32, "%s.tmp%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  if (!f) {
+    s = tc_error(TCUDA_ERROR_IO, "%s: cannot write '%s': %s", func, path, strerror(errno));
+  } else {
+    int bad = fwrite(buf, 1, len, f) != len;
+    int err = errno;
+    if (fclose(f) != 0 && !bad) {
+      bad = 1;
+      err = errno;
+    }
+    if (!bad && rename(tmp, path) != 0) {
+      bad = 1;
+      err = errno;
+    }
+    if (bad) {
+      remove(tmp);
+      s = tc_error(TCUDA_ERROR_IO, "%s: writing '%s' failed: %s", func, path, strerror(err));
+    }
+  }
+  free(tmp);
+  free(buf);
+  return s;
+}
