@@ -8,6 +8,8 @@ int cmd_info(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_rand(int argc, char **argv);
+int cmd_viz(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
 
 /* Print "tcuda: <message>" for the last failed call and return 1. */
 int cli_fail(const char *what);

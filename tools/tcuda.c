@@ -8,6 +8,8 @@ static const command commands[] = {
   {"info", cmd_info, "versions, devices and memory (--json)"},
   {"demo", cmd_demo, "a short tour: device, stream, allocator, stats"},
   {"replay", cmd_replay, "replay an allocation trace (GPU or --simulate), JSON per checkpoint"},
+  {"snapshot", cmd_snapshot, "memory summary or snapshot (pickle/JSON), of a simulated trace or this process"},
+  {"viz", cmd_viz, "one self-contained HTML page from a memory snapshot (timeline, segments, summary)"},
   {"rand", cmd_rand, "torch-identical random numbers (rand, randn, randint, random_) as raw bytes"},
 };
 

@@ -1,0 +1,428 @@
+/* Memory history: the recorder's entries and ring buffer, the snapshot
+ * document (decoded by python3's pickle/pickletools: only the opcodes
+ * MemoryViz.js knows, torch's keys), JSON, the device hooks, snapshot on
+ * OOM, replay --history, and every bad-input path. CPU only (simulated). */
+#define _GNU_SOURCE
+#include "harness.h"
+#include "alloc/alloc.h"
+#include "alloc/history.h"
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MiB ((uint64_t)1 << 20)
+
+static tc_backend *g_be;
+
+static tc_alloc *sim_alloc(uint64_t capacity) {
+  tc_sim_options o = {0};
+  o.capacity = capacity;
+  o.va = TC_SIM_VA_ASCENDING;
+  g_be = NULL;
+  tc_alloc *a = NULL;
+  CHECK_OK(tc_backend_sim_create(&o, &g_be));
+  CHECK_OK(tc_alloc_create(0, g_be, NULL, capacity, &a));
+  return a;
+}
+static void sim_free(tc_alloc *a) {
+  tc_alloc_destroy(a);
+  tc_backend_sim_destroy(g_be);
+}
+
+static int64_t now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int file_exists(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0;
+}
+
+static void test_entries_and_meanings(void) {
+  tc_alloc *a = sim_alloc(1ull << 34);
+  tc_history *h = NULL;
+  CHECK_OK(tc_history_create(0, 0, &h));
+  tc_alloc_set_trace(a, tc_history_trace, h);
+  int64_t t0 = now_us();
+  uint64_t p = 0, q = 0;
+  CHECK_OK(tc_alloc_malloc(a, 1000, 0, &p));     /* small: 2 MiB segment, 1024-byte block */
+  CHECK_OK(tc_alloc_malloc(a, 3 * MiB, 7, &q));  /* large, stream 7: 20 MiB segment */
+  CHECK_OK(tc_alloc_free(a, p));
+  CHECK_OK(tc_alloc_free(a, q));
+  CHECK_OK(tc_alloc_empty_cache(a));
+  tc_history_copy c;
+  CHECK_OK(tc_history_copy_take(h, &c));
+  static const struct { tc_trace_action act; uint64_t size; uint64_t stream; } want[] = {
+      {TC_TRACE_SEGMENT_ALLOC, 2 * MiB, 0}, {TC_TRACE_ALLOC, 1000, 0},
+      {TC_TRACE_SEGMENT_ALLOC, 20 * MiB, 7}, {TC_TRACE_ALLOC, 3 * MiB, 7},
+      {TC_TRACE_FREE_REQUESTED, 1000, 0}, {TC_TRACE_FREE_COMPLETED, 1000, 0},
+      {TC_TRACE_FREE_REQUESTED, 3 * MiB, 7}, {TC_TRACE_FREE_COMPLETED, 3 * MiB, 7},
+  };
+  size_t nw = sizeof want / sizeof *want;
+  CHECK(c.n >= nw + 2); /* + two segment_free from empty_cache */
+  for (size_t i = 0; i < nw && i < c.n; i++) {
+    CHECK_EQ_INT(c.e[i].action, want[i].act);
+    CHECK_EQ_INT(c.e[i].size, want[i].size);
+    CHECK_EQ_INT(c.e[i].stream, want[i].stream);
+    CHECK_EQ_INT(c.e[i].nframes, 0);
+    CHECK(c.e[i].time_us >= t0 - 1000 && c.e[i].time_us <= now_us() + 1000);
+    if (i) CHECK(c.e[i].time_us >= c.e[i - 1].time_us);
+  }
+  if (c.n >= nw) {
+    CHECK(c.e[1].addr == p && c.e[4].addr == p && c.e[5].addr == p);
+    CHECK(c.e[0].addr == p); /* the block starts its segment */
+  }
+  if (c.n == nw + 2) CHECK(c.e[nw].action == TC_TRACE_SEGMENT_FREE && c.e[nw + 1].action == TC_TRACE_SEGMENT_FREE);
+  CHECK(c.pcs == NULL);
+  tc_history_copy_free(&c);
+  tc_alloc_set_trace(a, NULL, NULL);
+  tc_history_destroy(h);
+  sim_free(a);
+}
+
+static void test_ring_buffer(void) {
+  tc_alloc *a = sim_alloc(1ull << 34);
+  tc_history *h = NULL;
+  CHECK_OK(tc_history_create(5, 0, &h));
+  tc_alloc_set_trace(a, tc_history_trace, h);
+  uint64_t p[6];
+  for (int i = 0; i < 6; i++) CHECK_OK(tc_alloc_malloc(a, 512u * (i + 1), 0, &p[i]));
+  /* 1 segment_alloc + 6 allocs: the newest 5 are the allocs of sizes 2..6 x 512 */
+  tc_history_copy c;
+  CHECK_OK(tc_history_copy_take(h, &c));
+  CHECK_EQ_INT(c.n, 5);
+  for (size_t i = 0; i < c.n; i++) {
+    CHECK_EQ_INT(c.e[i].action, TC_TRACE_ALLOC);
+    CHECK_EQ_INT(c.e[i].size, 512u * (i + 2));
+  }
+  tc_history_copy_free(&c);
+  /* shrink keeps the newest; grow then keeps everything new */
+  CHECK_OK(tc_history_configure(h, 2, 0));
+  CHECK_OK(tc_history_copy_take(h, &c));
+  CHECK_EQ_INT(c.n, 2);
+  if (c.n == 2) CHECK(c.e[0].size == 5 * 512 && c.e[1].size == 6 * 512);
+  tc_history_copy_free(&c);
+  CHECK_OK(tc_history_configure(h, 0, 1));
+  for (int i = 0; i < 6; i++) CHECK_OK(tc_alloc_free(a, p[i]));
+  CHECK_OK(tc_history_copy_take(h, &c));
+  CHECK_EQ_INT(c.n, 2 + 12);
+  if (c.n == 14) {
+    CHECK_EQ_INT(c.e[0].nframes, 0); /* recorded before stacks were on */
+    CHECK(c.e[2].nframes > 0 && c.pcs != NULL);
+  }
+  tc_history_copy_free(&c);
+  tc_alloc_set_trace(a, NULL, NULL);
+  tc_history_destroy(h);
+  sim_free(a);
+}
+
+/* python3 checks the pickle: allowed opcodes, torch's keys, values. */
+static const char *PYCHECK =
+    "import sys, pickle, pickletools, json\n"
+    "path, jpath = sys.argv[1], sys.argv[2]\n"
+    "data = open(path, 'rb').read()\n"
+    "allowed = {'PROTO','FRAME','EMPTY_DICT','EMPTY_LIST','EMPTY_TUPLE','MARK','SETITEM','SETITEMS','APPEND',\n"
+    "  'APPENDS','DICT','LIST','TUPLE','TUPLE1','TUPLE2','TUPLE3','BININT','BININT1','BININT2','LONG1',\n"
+    "  'BINFLOAT','SHORT_BINUNICODE','BINUNICODE','NEWTRUE','NEWFALSE','NONE','MEMOIZE','BINPUT',\n"
+    "  'LONG_BINPUT','BINGET','LONG_BINGET','STOP'}\n"
+    "ops = set()\n"
+    "for op, arg, pos in pickletools.genops(data):\n"
+    "  ops.add(op.name)\n"
+    "  if op.name == 'PROTO': assert 2 <= arg <= 4, arg\n"
+    "  if op.name == 'LONG1': assert len(data) and True\n"
+    "bad = ops - allowed\n"
+    "assert not bad, bad\n"
+    "s = pickle.loads(data)\n"
+    "assert set(s) == {'segments', 'device_traces', 'allocator_settings'}, set(s)\n"
+    "segs = s['segments']\n"
+    "assert len(segs) == 2, len(segs)\n"
+    "for g in segs:\n"
+    "  for k in ('device','address','total_size','allocated_size','active_size','requested_size','stream',\n"
+    "            'segment_type','segment_pool_id','is_expandable','frames','blocks'):\n"
+    "    assert k in g, k\n"
+    "  assert g['segment_pool_id'] == (0, 0)\n"
+    "  assert sum(b['size'] for b in g['blocks']) == g['total_size']\n"
+    "  a = g['address']\n"
+    "  for b in g['blocks']:\n"
+    "    assert b['address'] == a and b['state'] in ('active_allocated','active_pending_free','inactive')\n"
+    "    assert isinstance(b['frames'], list)\n"
+    "    a += b['size']\n"
+    "small = [g for g in segs if g['segment_type'] == 'small'][0]\n"
+    "live = [b for b in small['blocks'] if b['state'] == 'active_allocated']\n"
+    "assert len(live) == 1 and live[0]['requested_size'] == 1000, live\n"
+    "assert live[0]['frames'] and all(set(f) == {'filename','line','name'} for f in live[0]['frames'])\n"
+    "assert any('test_' in f['name'] or 'main' in f['name'] or f['filename'].endswith('test_history') for f in live[0]['frames']), live[0]['frames']\n"
+    "big = [g for g in segs if g['segment_type'] == 'large'][0]\n"
+    "assert big['stream'] == 1007, big['stream']\n"
+    "tr = s['device_traces']\n"
+    "assert len(tr) == 2 and tr[0] == [], [len(t) for t in tr]\n"
+    "acts = [e['action'] for e in tr[1]]\n"
+    "assert acts[:7] == ['segment_alloc','alloc','segment_alloc','alloc','alloc','free_requested',\n"
+    "                    'free_completed'], acts\n"
+    "assert 'oom' in acts and acts[-1] == 'snapshot', acts\n"
+    "for e in tr[1]:\n"
+    "  assert {'action','size','stream','time_us','frames'} <= set(e), e\n"
+    "  assert ('device_free' in e) == (e['action'] == 'oom') and ('addr' in e) != (e['action'] == 'oom')\n"
+    "  assert e['time_us'] > 1.6e15\n"
+    "  assert all(set(f) == {'filename','line','name'} for f in e['frames'])\n"
+    "oom = [e for e in tr[1] if e['action'] == 'oom'][0]\n"
+    "assert oom['size'] == 1 << 40 and oom['device_free'] > 0, oom\n"
+    "st = s['allocator_settings']\n"
+    "assert st['PYTORCH_CUDA_ALLOC_CONF'] == 'max_split_size_mb:64' and st['max_split_size'] == 64 << 20, st\n"
+    "assert st['expandable_segments'] is False and st['garbage_collection_threshold'] == 0.0\n"
+    "assert sorted(st['roundup_power2_divisions'], key=int) == [str(1 << k) for k in range(16)]\n"
+    "j = json.load(open(jpath))\n"
+    "norm = lambda x: json.loads(json.dumps(x))\n"
+    "for t in (j, s):\n"
+    "  for e in t['device_traces'][1]: e.pop('time_us')\n"
+    "  t['device_traces'][1] = [e for e in t['device_traces'][1] if e['action'] != 'snapshot']\n"
+    "assert norm(s) == j, 'JSON differs from the pickle'\n"
+    "print('pickle ok:', len(data), 'bytes, opcodes', sorted(ops))\n";
+
+static int64_t stream_plus_1000(void *ctx, int64_t key) { return key + 1000; }
+
+static void test_document_pickle_and_json(void) {
+  if (system("python3 -c 'import pickle, pickletools' 2>/dev/null") != 0) {
+    printf("  (python3 missing: pickle decoding not checked)\n");
+    return;
+  }
+  tc_alloc_config cfg;
+  tc_alloc_config_default(&cfg);
+  CHECK_OK(tc_alloc_config_parse("max_split_size_mb:64", &cfg));
+  tc_sim_options o = {0};
+  o.capacity = 1ull << 34;
+  tc_backend *be = NULL;
+  tc_alloc *a = NULL;
+  CHECK_OK(tc_backend_sim_create(&o, &be));
+  CHECK_OK(tc_alloc_create(1, be, &cfg, o.capacity, &a));
+  tc_history *h = NULL;
+  CHECK_OK(tc_history_create(0, 1, &h));
+  tc_alloc_set_trace(a, tc_history_trace, h);
+  uint64_t p = 0, q = 0, r = 0, big = 0;
+  CHECK_OK(tc_alloc_malloc(a, 1000, 0, &p));
+  CHECK_OK(tc_alloc_malloc(a, 3 * MiB, 7, &q));
+  CHECK_OK(tc_alloc_malloc(a, 5000, 0, &r));
+  CHECK_OK(tc_alloc_free(a, r));
+  CHECK(tc_alloc_malloc(a, 1ull << 40, 0, &big) == TCUDA_ERROR_OUT_OF_MEMORY);
+  tcuda_clear_error();
+  tcuda_snapshot_t *snap = NULL;
+  CHECK_OK(tc_alloc_snapshot(a, &snap));
+  tc_history_copy tr[2];
+  memset(tr, 0, sizeof tr);
+  CHECK_OK(tc_history_copy_take(h, &tr[1]));
+  tc_snapshot_doc doc = {.snap = snap, .num_devices = 2, .traces = tr, .cfg = &cfg,
+                         .conf_text = "max_split_size_mb:64", .seg_stream = stream_plus_1000,
+                         .trace_stream = NULL};
+  char pk[] = "/tmp/tc_hist_XXXXXX.pickle", js[] = "/tmp/tc_hist_XXXXXX.json";
+  int fd = mkstemps(pk, 7);
+  close(fd);
+  fd = mkstemps(js, 5);
+  close(fd);
+  CHECK_OK(tc_snapshot_doc_write("test", &doc, pk, 0));
+  CHECK_OK(tc_snapshot_doc_write("test", &doc, js, 1));
+  char py[] = "/tmp/tc_hist_XXXXXX.py";
+  fd = mkstemps(py, 3);
+  if (fd >= 0) {
+    CHECK(write(fd, PYCHECK, strlen(PYCHECK)) == (ssize_t)strlen(PYCHECK));
+    close(fd);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "python3 %s %s %s", py, pk, js);
+    CHECK_EQ_INT(system(cmd), 0);
+    unlink(py);
+  }
+  /* an unwritable path fails with the path named and leaves no file */
+  CHECK_ERR(tc_snapshot_doc_write("test", &doc, "/nonexistent-dir/x.pickle", 0), TCUDA_ERROR_IO,
+            "/nonexistent-dir/x.pickle");
+  CHECK_ERR(tc_snapshot_doc_write("test", &doc, "", 0), TCUDA_ERROR_INVALID_ARGUMENT, "path is empty");
+  CHECK_ERR(tc_snapshot_doc_write("test", &doc, NULL, 0), TCUDA_ERROR_INVALID_ARGUMENT, "path is NULL");
+  unlink(pk);
+  unlink(js);
+  tc_history_copy_free(&tr[1]);
+  tc_snapshot_free(snap);
+  tc_alloc_set_trace(a, NULL, NULL);
+  tc_history_destroy(h);
+  tc_alloc_destroy(a);
+  tc_backend_sim_destroy(be);
+}
+
+/* Large integers and floats round-trip through the LONG1/BINFLOAT paths. */
+static void test_encoding_edges(void) {
+  tcuda_block_info_t blk = {.address = 0xfedcba9876543210ull, .size = 1ull << 40, .requested_size = 65536,
+                            .state = TCUDA_BLOCK_ACTIVE_PENDING_FREE};
+  tcuda_segment_info_t seg = {.device = 0, .address = 0xfedcba9876543210ull, .total_size = 1ull << 40,
+                              .stream = -5, .is_large = 1, .pool_id = {3, 1ull << 33}, .num_blocks = 1,
+                              .blocks = &blk};
+  tcuda_snapshot_t snap = {.num_segments = 1, .segments = &seg};
+  tc_alloc_config cfg;
+  tc_alloc_config_default(&cfg);
+  cfg.garbage_collection_threshold = 0.625;
+  cfg.expandable_segments = 1;
+  tc_snapshot_doc doc = {.snap = &snap, .num_devices = 1, .cfg = &cfg};
+  char *buf = NULL;
+  size_t len = 0;
+  CHECK_OK(tc_snapshot_doc_encode("t", &doc, 0, &buf, &len));
+  CHECK(len > 2 && (unsigned char)buf[0] == 0x80 && buf[1] == 4 && buf[len - 1] == '.');
+  char pk[] = "/tmp/tc_hist_XXXXXX.pickle";
+  int fd = mkstemps(pk, 7);
+  CHECK(write(fd, buf, len) == (ssize_t)len);
+  close(fd);
+  free(buf);
+  if (system("python3 -c '' 2>/dev/null") == 0) {
+    char cmd[768];
+    snprintf(cmd, sizeof cmd,
+             "python3 -c \"import pickle; s = pickle.load(open('%s','rb')); g = s['segments'][0]; "
+             "assert g['address'] == 0xfedcba9876543210 and g['total_size'] == 1 << 40 and g['stream'] == -5; "
+             "assert g['segment_pool_id'] == (3, 1 << 33) and g['blocks'][0]['state'] == 'active_pending_free'; "
+             "st = s['allocator_settings']; assert st['garbage_collection_threshold'] == 0.625; "
+             "assert st['expandable_segments'] is True and st['max_split_size'] == -1; "
+             "assert s['device_traces'] == [[]]\"",
+             pk);
+    CHECK_EQ_INT(system(cmd), 0);
+  }
+  unlink(pk);
+  CHECK_OK(tc_snapshot_doc_encode("t", &doc, 1, &buf, &len));
+  CHECK(strstr(buf, "\"address\": 18364758544493064720") != NULL);
+  CHECK(strstr(buf, "\"segment_pool_id\": [3, 8589934592]") != NULL);
+  free(buf);
+}
+
+static void test_device_hooks_and_dump(void) {
+  tc_alloc *a = sim_alloc(1ull << 34);
+  /* recording before the allocator exists starts tracing at attach */
+  CHECK_OK(tc_history_record("t", 0, 1, 0, 0));
+  tc_history_attach(a, 0, NULL);
+  uint64_t p = 0;
+  CHECK_OK(tc_alloc_malloc(a, 4096, 0, &p));
+  tcuda_history_entry_t *e = NULL;
+  size_t n = 0;
+  CHECK_OK(tc_history_entries("t", 0, &e, &n));
+  CHECK_EQ_INT(n, 2);
+  if (n == 2) {
+    CHECK(e[0].action == TCUDA_HISTORY_SEGMENT_ALLOC && e[1].action == TCUDA_HISTORY_ALLOC);
+    CHECK(e[1].addr == p && e[1].size == 4096 && e[1].num_frames == 0);
+    CHECK(!strcmp(tcuda_history_action_name(e[1].action), "alloc"));
+  }
+  tcuda_memory_history_free(e);
+  /* the public dump writes what the attached allocators hold */
+  char js[] = "/tmp/tc_hist_XXXXXX.json";
+  int fd = mkstemps(js, 5);
+  close(fd);
+  CHECK_OK(tc_history_dump("tcuda_memory_snapshot_dump_json", js, 1));
+  FILE *f = fopen(js, "r");
+  char text[8192] = {0};
+  if (f) {
+    CHECK(fread(text, 1, sizeof text - 1, f) > 0);
+    fclose(f);
+  }
+  CHECK(strstr(text, "\"segments\": [{\"device\": 0") != NULL);
+  CHECK(strstr(text, "\"action\": \"snapshot\"") != NULL);
+  unlink(js);
+  /* stop: tracing ends and the history is gone */
+  CHECK_OK(tc_history_record("t", 0, 0, 0, 0));
+  CHECK_OK(tc_alloc_free(a, p));
+  CHECK_OK(tc_history_entries("t", 0, &e, &n));
+  CHECK(n == 0 && e == NULL);
+  CHECK_ERR(tc_history_record("t", 64, 1, 0, 0), TCUDA_ERROR_INVALID_DEVICE, "device 64");
+  CHECK_ERR(tc_history_entries("t", -3, &e, &n), TCUDA_ERROR_INVALID_DEVICE, "device -3");
+  tc_history_detach(a);
+  sim_free(a);
+}
+
+static void test_oom_snapshot(void) {
+  unsetenv("TCUDA_OOM_SNAPSHOT");
+  CHECK(!strcmp(tc_history_on_oom(0, 1), ""));
+  char pk[] = "/tmp/tc_oom_XXXXXX";
+  int fd = mkstemp(pk);
+  close(fd);
+  unlink(pk);
+  setenv("TCUDA_OOM_SNAPSHOT", pk, 1);
+  tc_error(TCUDA_ERROR_OUT_OF_MEMORY, "CUDA out of memory. Tried to allocate 2.00 GiB.");
+  const char *note = tc_history_on_oom(0, 1);
+  char want[256];
+  snprintf(want, sizeof want, "; memory snapshot written to %s", pk);
+  CHECK(!strcmp(note, want));
+  CHECK(file_exists(pk));
+  /* the OOM message survives */
+  CHECK_EQ_INT(tcuda_last_status(), TCUDA_ERROR_OUT_OF_MEMORY);
+  CHECK(!strcmp(tcuda_last_error(), "CUDA out of memory. Tried to allocate 2.00 GiB."));
+  unlink(pk);
+  setenv("TCUDA_OOM_SNAPSHOT", "/nonexistent-dir/oom.pickle", 1);
+  note = tc_history_on_oom(0, 1);
+  CHECK(strstr(note, "; memory snapshot to /nonexistent-dir/oom.pickle failed:") == note);
+  CHECK(!strcmp(tcuda_last_error(), "CUDA out of memory. Tried to allocate 2.00 GiB."));
+  unsetenv("TCUDA_OOM_SNAPSHOT");
+}
+
+static void test_replay_history(void) {
+  const char *trace = "a 1 1000\na 2 3000000 1\nf 1\nc\na 3 50000000\n";
+  char pk[] = "/tmp/tc_rh_XXXXXX.pickle";
+  int fd = mkstemps(pk, 7);
+  close(fd);
+  tcuda_replay_options_t o = TCUDA_REPLAY_OPTIONS_INIT;
+  o.simulate = 1;
+  o.history_path = pk;
+  char *json = NULL;
+  CHECK_OK(tcuda_replay_string(trace, &o, &json));
+  tcuda_string_free(json);
+  if (system("python3 -c '' 2>/dev/null") == 0) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "python3 -c \"import pickle; s = pickle.load(open('%s','rb')); t = s['device_traces'][0]; "
+             "a = [e['action'] for e in t]; "
+             "assert a == ['segment_alloc','alloc','segment_alloc','alloc','free_requested','free_completed',"
+             "'snapshot','segment_alloc','alloc','snapshot'], a; "
+             "assert [e['stream'] for e in t if e['action'] == 'alloc'] == [0, 1, 0]; "
+             "assert {g['stream'] for g in s['segments']} == {0, 1}; "
+             "assert sum(b['requested_size'] for g in s['segments'] for b in g['blocks'] "
+             "if b['state'] == 'active_allocated') == 53000000\"",
+             pk);
+    CHECK_EQ_INT(system(cmd), 0);
+  }
+  unlink(pk);
+  /* bad history paths: nothing returned, nothing written */
+  o.history_path = "";
+  json = (char *)1;
+  CHECK_ERR(tcuda_replay_string(trace, &o, &json), TCUDA_ERROR_INVALID_ARGUMENT, "history_path is empty");
+  CHECK(json == NULL);
+  o.history_path = "/nonexistent-dir/h.pickle";
+  CHECK_ERR(tcuda_replay_string(trace, &o, &json), TCUDA_ERROR_IO, "/nonexistent-dir/h.pickle");
+  CHECK(json == NULL);
+}
+
+static void test_public_bad_input(void) {
+  CHECK_ERR(tcuda_memory_record_history(0, 2, 0, 0), TCUDA_ERROR_INVALID_ARGUMENT, "enabled 2");
+  CHECK_ERR(tcuda_memory_record_history(0, 1, 0, 3), TCUDA_ERROR_INVALID_ARGUMENT, "stacks 3");
+  CHECK_ERR(tcuda_memory_record_history(0, 1, (size_t)1 << 41, 0), TCUDA_ERROR_INVALID_ARGUMENT, "max_entries");
+  tcuda_history_entry_t *e = NULL;
+  size_t n = 0;
+  CHECK_ERR(tcuda_memory_history(0, NULL, &n), TCUDA_ERROR_INVALID_ARGUMENT, "entries is NULL");
+  CHECK_ERR(tcuda_memory_history(0, &e, NULL), TCUDA_ERROR_INVALID_ARGUMENT, "count is NULL");
+  if (!tcuda_is_available()) {
+    CHECK(tcuda_memory_record_history(-1, 1, 0, 0) != TCUDA_SUCCESS);
+    CHECK(tcuda_memory_history(-1, &e, &n) != TCUDA_SUCCESS && e == NULL && n == 0);
+  }
+  CHECK_ERR(tcuda_memory_snapshot_dump(NULL), TCUDA_ERROR_INVALID_ARGUMENT, "tcuda_memory_snapshot_dump: path is NULL");
+  CHECK_ERR(tcuda_memory_snapshot_dump(""), TCUDA_ERROR_INVALID_ARGUMENT, "path is empty");
+  CHECK_ERR(tcuda_memory_snapshot_dump_json("/nonexistent-dir/s.json"), TCUDA_ERROR_IO,
+            "tcuda_memory_snapshot_dump_json: cannot write '/nonexistent-dir/s.json'");
+  CHECK(!file_exists("/nonexistent-dir/s.json"));
+  tcuda_memory_stats_t st;
+  memset(&st, 0, sizeof st);
+  char *out = (char *)1;
+  CHECK_ERR(tcuda_memory_stats_summary(NULL, 0, 0, &out), TCUDA_ERROR_INVALID_ARGUMENT, "stats is NULL");
+  CHECK(out == NULL);
+  CHECK_ERR(tcuda_memory_stats_summary(&st, 0, 0, NULL), TCUDA_ERROR_INVALID_ARGUMENT, "out is NULL");
+  CHECK_ERR(tcuda_memory_stats_summary(&st, 0, 2, &out), TCUDA_ERROR_INVALID_ARGUMENT, "abbreviated 2");
+  st.allocated_bytes[0].current = 3 << 20;
+  CHECK_OK(tcuda_memory_stats_summary(&st, 5, 1, &out));
+  CHECK(out && strstr(out, "device ID 5") && strstr(out, "|   3072 KiB |"));
+  tcuda_string_free(out);
+  CHECK(!strcmp(tcuda_history_action_name((tcuda_history_action)99), "unknown"));
+  CHECK(!strcmp(tcuda_history_action_name(TCUDA_HISTORY_OOM), "oom"));
+}
+
+TC_MAIN(T(test_entries_and_meanings), T(test_ring_buffer), T(test_document_pickle_and_json), T(test_encoding_edges),
+        T(test_device_hooks_and_dump), T(test_oom_snapshot), T(test_replay_history), T(test_public_bad_input))

@@ -1,0 +1,236 @@
+/* tcuda snapshot: the memory summary, or a snapshot file, of
+ *  - a trace replayed on the simulated device (--trace): its state at the end;
+ *  - this process's own allocator (no --trace): which is empty in a fresh
+ *    `tcuda` process. The real use is from C: tcuda_memory_record_history()
+ *    then tcuda_memory_snapshot_dump() inside the program, or
+ *    TCUDA_OOM_SNAPSHOT=path for a snapshot when an OOM is raised. */
+#define _GNU_SOURCE
+#include "cli.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *USAGE =
+    "usage: tcuda snapshot [--device N] [--trace TRACE [--config CONF] [--capacity BYTES]]\n"
+    "                      [--json | --pickle] [-o FILE] [--abbreviated]\n"
+    "  default: print memory_summary(); --pickle/--json/-o: write the snapshot (segments,\n"
+    "  device_traces with the whole history, allocator_settings) to FILE or stdout.\n"
+    "  --trace: replay TRACE on the simulated device and report its final state;\n"
+    "  without it: this process's allocator on device N (empty here: from C, call\n"
+    "  tcuda_memory_record_history() and tcuda_memory_snapshot_dump()).\n";
+
+static int usage_error(const char *fmt, const char *arg) {
+  fprintf(stderr, "tcuda snapshot: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n%s", USAGE);
+  return 2;
+}
+
+/* memory_stats() dotted keys -> the struct */
+static int set_stat(tcuda_memory_stats_t *st, const char *k, long long v) {
+  static const struct { const char *name; size_t off; } arr[] = {
+      {"allocation", offsetof(tcuda_memory_stats_t, allocation)},
+      {"segment", offsetof(tcuda_memory_stats_t, segment)},
+      {"active", offsetof(tcuda_memory_stats_t, active)},
+      {"inactive_split", offsetof(tcuda_memory_stats_t, inactive_split)},
+      {"allocated_bytes", offsetof(tcuda_memory_stats_t, allocated_bytes)},
+      {"reserved_bytes", offsetof(tcuda_memory_stats_t, reserved_bytes)},
+      {"active_bytes", offsetof(tcuda_memory_stats_t, active_bytes)},
+      {"inactive_split_bytes", offsetof(tcuda_memory_stats_t, inactive_split_bytes)},
+      {"requested_bytes", offsetof(tcuda_memory_stats_t, requested_bytes)},
+      {"oversize_allocations", offsetof(tcuda_memory_stats_t, oversize_allocations)},
+      {"oversize_segments", offsetof(tcuda_memory_stats_t, oversize_segments)},
+  };
+  static const struct { const char *name; size_t off; } sc[] = {
+      {"num_alloc_retries", offsetof(tcuda_memory_stats_t, num_alloc_retries)},
+      {"num_ooms", offsetof(tcuda_memory_stats_t, num_ooms)},
+      {"num_sync_all_streams", offsetof(tcuda_memory_stats_t, num_sync_all_streams)},
+      {"num_device_alloc", offsetof(tcuda_memory_stats_t, num_device_alloc)},
+      {"num_device_free", offsetof(tcuda_memory_stats_t, num_device_free)},
+      {"max_split_size", offsetof(tcuda_memory_stats_t, max_split_size)},
+  };
+  static const char *const fields[] = {"current", "peak", "allocated", "freed"};
+  static const char *const pools[] = {"all", "small_pool", "large_pool"};
+  char *base = (char *)st;
+  for (size_t i = 0; i < sizeof sc / sizeof *sc; i++)
+    if (!strcmp(k, sc[i].name)) { *(int64_t *)(base + sc[i].off) = v; return 1; }
+  for (size_t i = 0; i < sizeof arr / sizeof *arr; i++) {
+    size_t n = strlen(arr[i].name);
+    if (strncmp(k, arr[i].name, n) || k[n] != '.') continue;
+    const char *rest = k + n + 1;
+    tcuda_stat_t *s = (tcuda_stat_t *)(base + arr[i].off);
+    if (i < 9) {
+      int p = -1;
+      for (int j = 0; j < 3; j++) {
+        size_t m = strlen(pools[j]);
+        if (!strncmp(rest, pools[j], m) && rest[m] == '.') { p = j; rest += m + 1; break; }
+      }
+      if (p < 0) continue;
+      s += p;
+    }
+    int64_t *f = &s->current;
+    for (int j = 0; j < 4; j++)
+      if (!strcmp(rest, fields[j])) { f[j] = v; return 1; }
+  }
+  return 0;
+}
+
+/* The last checkpoint's "stats" object of a replay's JSON. */
+static int parse_last_stats(const char *json, tcuda_memory_stats_t *st) {
+  const char *p = NULL, *q = json;
+  while ((q = strstr(q, "{\"stats\": {"))) p = q++;
+  if (!p) return 0;
+  p += strlen("{\"stats\": {");
+  memset(st, 0, sizeof *st);
+  int n = 0;
+  while (*p == '"') {
+    const char *e = strchr(p + 1, '"');
+    if (!e || (size_t)(e - p) > 63) return 0;
+    char key[64];
+    memcpy(key, p + 1, (size_t)(e - p - 1));
+    key[e - p - 1] = 0;
+    char *end;
+    long long v = strtoll(e + 2, &end, 10);
+    if (end == e + 2) return 0;
+    n += set_stat(st, key, v);
+    p = end;
+    if (*p == ',') p += 2;
+  }
+  return n > 0;
+}
+
+static int copy_out(const char *from, const char *to) {
+  FILE *i = fopen(from, "rb"), *o = to ? fopen(to, "wb") : stdout;
+  if (!i || !o) {
+    fprintf(stderr, "tcuda snapshot: cannot %s '%s': %s\n", i ? "write" : "read", i ? to : from, strerror(errno));
+    if (i) fclose(i);
+    if (o && to) fclose(o);
+    return 1;
+  }
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, i)) > 0) fwrite(buf, 1, n, o);
+  int bad = ferror(i) || ferror(o);
+  fclose(i);
+  bad |= to ? fclose(o) != 0 : fflush(o) != 0;
+  if (bad) fprintf(stderr, "tcuda snapshot: writing '%s' failed\n", to ? to : "stdout");
+  return bad;
+}
+
+int cmd_snapshot(int argc, char **argv) {
+  const char *trace = NULL, *out = NULL, *config = NULL;
+  int device = -1, json = 0, pickle = 0, abbreviated = 0;
+  unsigned long long capacity = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(USAGE, stdout); return 0; }
+    if (!strcmp(a, "--json")) { json = 1; continue; }
+    if (!strcmp(a, "--pickle")) { pickle = 1; continue; }
+    if (!strcmp(a, "--abbreviated")) { abbreviated = 1; continue; }
+    if (!strcmp(a, "--device") || !strcmp(a, "--trace") || !strcmp(a, "-o") || !strcmp(a, "--config") ||
+        !strcmp(a, "--capacity")) {
+      if (!v || !*v) return usage_error("%s needs a value", a);
+      i++;
+      if (!strcmp(a, "--trace")) trace = v;
+      else if (!strcmp(a, "-o")) out = v;
+      else if (!strcmp(a, "--config")) config = v;
+      else {
+        char *end;
+        errno = 0;
+        unsigned long long n = strtoull(v, &end, 0);
+        if (errno || *end || v[0] == '-') return usage_error("'%s': expected a non-negative number", v);
+        if (!strcmp(a, "--device")) {
+          if (n > 1 << 20) return usage_error("--device '%s': expected a device index", v);
+          device = (int)n;
+        } else {
+          if (!n) return usage_error("--capacity '%s': expected a positive byte count", v);
+          capacity = n;
+        }
+      }
+      continue;
+    }
+    return usage_error("unknown argument '%s'", a);
+  }
+  if (json && pickle) return usage_error("%s", "--json and --pickle exclude each other");
+  if (!trace && (config || capacity)) return usage_error("%s", "--config and --capacity need --trace");
+  int want_file = json || pickle || out;
+  if (want_file && abbreviated) return usage_error("%s", "--abbreviated applies to the summary only");
+  if (!json && out) {
+    size_t n = strlen(out);
+    json = n >= 5 && !strcmp(out + n - 5, ".json") && !pickle;
+  }
+
+  if (!trace) {
+    if (!want_file) {
+      char *s = NULL;
+      if (tcuda_memory_summary(device, abbreviated, &s)) return cli_fail("snapshot");
+      fputs(s, stdout);
+      tcuda_string_free(s);
+      return fflush(stdout) != 0;
+    }
+    if (!out) {
+      char tmp[] = "/tmp/tcuda-snapshot-XXXXXX";
+      int fd = mkstemp(tmp);
+      if (fd < 0) { fprintf(stderr, "tcuda snapshot: mkstemp: %s\n", strerror(errno)); return 1; }
+      close(fd);
+      int rc = (json ? tcuda_memory_snapshot_dump_json(tmp) : tcuda_memory_snapshot_dump(tmp)) ? cli_fail("snapshot")
+                                                                                                : copy_out(tmp, NULL);
+      unlink(tmp);
+      return rc;
+    }
+    if (json ? tcuda_memory_snapshot_dump_json(out) : tcuda_memory_snapshot_dump(out)) return cli_fail("snapshot");
+    return 0;
+  }
+
+  tcuda_replay_options_t o = TCUDA_REPLAY_OPTIONS_INIT;
+  o.simulate = 1;
+  o.config = config;
+  o.capacity = capacity;
+  if (device > 0) fprintf(stderr, "tcuda snapshot: note: the simulated replay runs on device 0\n");
+  if (!want_file) {
+    /* replay with a final checkpoint and format its stats */
+    FILE *f = fopen(trace, "rb");
+    if (!f) { fprintf(stderr, "tcuda snapshot: cannot open trace '%s': %s\n", trace, strerror(errno)); return 1; }
+    size_t cap = 1 << 16, n = 0;
+    char *text = malloc(cap);
+    for (size_t r; text && (r = fread(text + n, 1, cap - n - 4, f)) > 0;) {
+      n += r;
+      if (cap - n - 4 == 0) {
+        char *t = realloc(text, cap *= 2);
+        if (!t) { free(text); text = NULL; }
+        else text = t;
+      }
+    }
+    fclose(f);
+    if (!text) { fprintf(stderr, "tcuda snapshot: out of memory reading '%s'\n", trace); return 1; }
+    memcpy(text + n, "\nc\n", 4);
+    char *js = NULL;
+    tcuda_status s = tcuda_replay_string(text, &o, &js);
+    free(text);
+    if (s) return cli_fail("snapshot");
+    tcuda_memory_stats_t st;
+    int ok = parse_last_stats(js, &st);
+    tcuda_string_free(js);
+    if (!ok) { fprintf(stderr, "tcuda snapshot: the replay returned no stats\n"); return 1; }
+    char *sum = NULL;
+    if (tcuda_memory_stats_summary(&st, 0, abbreviated, &sum)) return cli_fail("snapshot");
+    fputs(sum, stdout);
+    tcuda_string_free(sum);
+    return fflush(stdout) != 0;
+  }
+  char tmp[] = "/tmp/tcuda-snapshot-XXXXXX.pickle";
+  char tmpj[] = "/tmp/tcuda-snapshot-XXXXXX.json";
+  char *t = json ? tmpj : tmp;
+  int fd = mkstemps(t, json ? 5 : 7);
+  if (fd < 0) { fprintf(stderr, "tcuda snapshot: mkstemps: %s\n", strerror(errno)); return 1; }
+  close(fd);
+  o.history_path = t;
+  char *js = NULL;
+  int rc = 0;
+  if (tcuda_replay_file(trace, &o, &js)) rc = cli_fail("snapshot");
+  else rc = copy_out(t, out);
+  tcuda_string_free(js);
+  unlink(t);
+  return rc;
+}
