@@ -22,7 +22,7 @@ static void mk(fake *f, int dev_type, int dev, DLDataType d, int ndim, const int
   f->t.device.device_id = dev;
   f->t.ndim = ndim;
   f->t.dtype = d;
-  memcpy(f->shape, shape, (size_t)ndim * sizeof *shape);
+  if (ndim) memcpy(f->shape, shape, (size_t)ndim * sizeof *shape);
   f->t.shape = f->shape;
   if (strides) {
     memcpy(f->strides, strides, (size_t)ndim * sizeof *strides);
