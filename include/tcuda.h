@@ -384,6 +384,17 @@ typedef struct tcuda_memory_stats {
   int64_t max_split_size; /* -1 when unset, as PyTorch reports */
 } tcuda_memory_stats_t;
 
+/* OOM observers (torch's attachOutOfMemoryObserver): fn runs on the thread
+ * whose allocation ran out of device memory, after the cache flush and
+ * retry failed, outside the allocator's locks (it may call tcuda, e.g.
+ * take a snapshot or free memory; the failing call still fails). requested
+ * is the size asked for; stats are the device's at that moment. *id is for
+ * tcuda_oom_observer_remove. Up to 64 observers. */
+TCUDA_API tcuda_status tcuda_oom_observer_add(void (*fn)(void *user, int device, size_t requested,
+                                                         const tcuda_memory_stats_t *stats),
+                                              void *user, int *id);
+TCUDA_API tcuda_status tcuda_oom_observer_remove(int id);
+
 /* Block states in a snapshot (PyTorch's strings in the JSON form). */
 typedef enum tcuda_block_state {
   TCUDA_BLOCK_INACTIVE = 0,            /* "inactive" */
@@ -649,6 +660,155 @@ TCUDA_API tcuda_status tcuda_host_memory_stats(tcuda_host_memory_stats_t *out);
 /* torch.cuda.reset_peak_host_memory_stats() / reset_accumulated_host_memory_stats(). */
 TCUDA_API tcuda_status tcuda_host_reset_peak_memory_stats(void);
 TCUDA_API tcuda_status tcuda_host_reset_accumulated_memory_stats(void);
+
+/* ======================================================================
+ * CUDA graphs (torch.cuda.CUDAGraph)
+ * ====================================================================== */
+
+/* A graph captures the CUDA work queued on a stream and replays it with one
+ * launch. Usage (torch.cuda.graph's steps, in C):
+ *   tcuda_graph_t *g;  tcuda_graph_create(&g);
+ *   tcuda_graph_capture_scope_t sc;
+ *   tcuda_graph_capture_scope_begin(&sc, g, NULL, NULL, TCUDA_GRAPH_CAPTURE_GLOBAL);
+ *   ... queue kernels on the current stream (a side stream now) ...
+ *   tcuda_graph_capture_scope_end(&sc);
+ *   tcuda_graph_replay(g, NULL);  (as often as wanted, on any stream)
+ *   tcuda_graph_destroy(g);
+ * Replays reuse the addresses the capture saw: inputs and outputs are
+ * "static" buffers the caller fills and reads between replays.
+ *
+ * Memory: tcuda_malloc* calls made during a capture, on the capturing stream
+ * or on streams joined into the capture (an event recorded on the capturing
+ * stream and waited on by the other one), are served from the graph's
+ * private pool. Its memory is never handed to allocations outside the pool
+ * while the graph lives, so replays can write to it safely even after the
+ * captured code tcuda_free'd it. Snapshots show the pool as pool_id; stats
+ * count it as torch does. reset/destroy release the graph's use of the
+ * pool; the next tcuda_empty_cache returns its free segments to CUDA.
+ * While a capture is under way on a device, tcuda_empty_cache fails with
+ * TCUDA_ERROR_INVALID_STATE (it would synchronize), and frees of blocks used
+ * on other streams are deferred until no capture is under way.
+ *
+ * RNG: fills (tcuda_rand_*) captured with the default generator of the
+ * capture device, or with a generator passed to
+ * tcuda_graph_register_generator, draw fresh numbers on every replay,
+ * continuing the generator's offset exactly as the same fills run eagerly
+ * would (torch's graph-safe Philox). */
+typedef struct tcuda_graph tcuda_graph_t;
+typedef struct tcuda_generator tcuda_generator_t;
+struct CUgraphExec_st; /* cudaGraphExec_t */
+
+/* A memory pool token (torch's graph_pool_handle() or graph.pool()), the
+ * segment_pool_id of snapshots: (uid, 0) for a pool a graph made, (0, uid)
+ * for tcuda_graph_pool_handle(). */
+typedef struct tcuda_graph_pool {
+  uint64_t id[2];
+} tcuda_graph_pool_t;
+
+/* cudaStreamCaptureMode: which CUDA calls made during the capture are
+ * refused (and break the capture). GLOBAL: unsafe calls from any thread;
+ * THREAD_LOCAL: from this thread; RELAXED: none. Keep GLOBAL unless you
+ * know why not. */
+typedef enum tcuda_graph_capture_mode {
+  TCUDA_GRAPH_CAPTURE_GLOBAL = 0,
+  TCUDA_GRAPH_CAPTURE_THREAD_LOCAL = 1,
+  TCUDA_GRAPH_CAPTURE_RELAXED = 2
+} tcuda_graph_capture_mode;
+
+/* torch's capture_error_mode strings: "global", "thread_local", "relaxed". */
+TCUDA_API tcuda_status tcuda_graph_capture_mode_from_name(const char *name, tcuda_graph_capture_mode *out);
+
+/* An empty graph (no GPU needed). */
+TCUDA_API tcuda_status tcuda_graph_create(tcuda_graph_t **out);
+/* reset, then free the graph; a capture still under way is ended and
+ * discarded. NULL is fine. */
+TCUDA_API tcuda_status tcuda_graph_destroy(tcuda_graph_t *graph);
+
+/* capture_begin(pool, capture_error_mode): start capturing the calling
+ * thread's current stream of the current device, which must not be the
+ * default stream. pool NULL: a new private pool; otherwise share the pool
+ * of tcuda_graph_pool_handle() or of another graph's tcuda_graph_pool().
+ * A graph that holds a capture (or is capturing) refuses: reset it or make
+ * a new one. Registered generators must be on the capture device. */
+TCUDA_API tcuda_status tcuda_graph_capture_begin(tcuda_graph_t *graph, const tcuda_graph_pool_t *pool,
+                                                 tcuda_graph_capture_mode mode);
+/* capture_end(): must run with the capture stream current (the stream
+ * capture_begin saw). Instantiates with auto-free-on-launch and node
+ * priorities, as torch. A capture of 0 nodes succeeds (see num_nodes). If
+ * CUDA rejects the capture (an unsafe call invalidated it, a side stream was
+ * not joined back), the error names the cause and the graph is empty again. */
+TCUDA_API tcuda_status tcuda_graph_capture_end(tcuda_graph_t *graph);
+/* replay(): launch the captured work on `stream` (NULL: the current stream
+ * of the capture device); it must be on the capture device. Before a
+ * finished capture: TCUDA_ERROR_INVALID_STATE. Returns once queued. */
+TCUDA_API tcuda_status tcuda_graph_replay(tcuda_graph_t *graph, const tcuda_stream_t *stream);
+/* reset(): drop the captured graph and release its pool; the graph can
+ * capture again. No-op on an empty graph; refused while capturing. */
+TCUDA_API tcuda_status tcuda_graph_reset(tcuda_graph_t *graph);
+/* pool(): this graph's pool token, to share with a later capture. Needs a
+ * finished capture. */
+TCUDA_API tcuda_status tcuda_graph_pool(const tcuda_graph_t *graph, tcuda_graph_pool_t *out);
+/* Nodes in the captured graph (0 for an empty capture, which torch only
+ * warns about). Needs a finished capture. */
+TCUDA_API tcuda_status tcuda_graph_num_nodes(const tcuda_graph_t *graph, size_t *num_nodes);
+/* The instantiated cudaGraphExec_t (torch's raw_cuda_graph_exec), or NULL
+ * before a finished capture. tcuda owns it. */
+TCUDA_API struct CUgraphExec_st *tcuda_graph_exec_handle(const tcuda_graph_t *graph);
+
+/* enable_debug_mode(): process-wide, as torch: graphs whose capture ends
+ * from now on keep their cudaGraph_t, for tcuda_graph_debug_dump. */
+TCUDA_API void tcuda_graph_enable_debug_mode(void);
+/* debug_dump(path): write the graph as Graphviz DOT (cudaGraphDebugDotPrint,
+ * verbose). Needs debug mode at capture end; otherwise an error saying so.
+ * Unlike torch the graph is kept, so it can be dumped again. */
+TCUDA_API tcuda_status tcuda_graph_debug_dump(tcuda_graph_t *graph, const char *path);
+
+/* register_generator_state: captures of this graph use `gen` graph-safely.
+ * The default generator of the capture device is registered by
+ * capture_begin. Not while the graph is capturing. The generator cannot be
+ * destroyed while a graph holds it (destroy the graph first). */
+TCUDA_API tcuda_status tcuda_graph_register_generator(tcuda_graph_t *graph, tcuda_generator_t *gen);
+
+/* graph_pool_handle(): a new pool token to share between captures. */
+TCUDA_API tcuda_status tcuda_graph_pool_handle(tcuda_graph_pool_t *out);
+/* is_current_stream_capturing(): 1 if the current stream of the current
+ * device is capturing. 0 without CUDA or before tcuda is initialised. */
+TCUDA_API tcuda_status tcuda_is_current_stream_capturing(int *capturing);
+
+/* torch.cuda.graph(g, pool, stream, capture_error_mode) as a scope:
+ * scope_begin synchronizes the device, empties the cache, makes `stream`
+ * current (NULL: a side stream tcuda keeps per device, as torch's shared
+ * one) and begins the capture; scope_end ends it and restores the streams
+ * and device, also when capture_end fails. */
+typedef struct tcuda_graph_capture_scope {
+  tcuda_graph_t *graph;
+  tcuda_stream_guard_t guard;
+  int active;
+} tcuda_graph_capture_scope_t;
+TCUDA_API tcuda_status tcuda_graph_capture_scope_begin(tcuda_graph_capture_scope_t *scope, tcuda_graph_t *graph,
+                                                       const tcuda_graph_pool_t *pool, const tcuda_stream_t *stream,
+                                                       tcuda_graph_capture_mode mode);
+TCUDA_API tcuda_status tcuda_graph_capture_scope_end(tcuda_graph_capture_scope_t *scope);
+
+/* make_graphed_callables for C: fn queues its work on `stream` (also the
+ * current stream while it runs) and returns TCUDA_SUCCESS or an error. */
+typedef tcuda_status (*tcuda_graph_fn)(void *user_data, tcuda_stream_t stream);
+/* Run fn num_warmup_iters times (torch: 3) on a fresh side stream of the
+ * current device, synchronize, capture one more call into a new graph with
+ * the given pool (NULL: its own) in GLOBAL mode, and return that graph in
+ * *out. Replaying it redoes fn's kernels. The rules fn must keep:
+ *  - static addresses: it reads inputs from, and writes outputs to, buffers
+ *    whose addresses stay the same (the caller owns them and copies new
+ *    inputs in before each replay);
+ *  - no host synchronisation (no stream/device synchronize, no synchronous
+ *    cudaMemcpy, no event query) and no host-side decisions on GPU results:
+ *    the replay only redoes the GPU work;
+ *  - no allocation beyond the pool: memory it takes with tcuda_malloc comes
+ *    from the graph's pool; cudaMalloc/cudaFree directly are not allowed.
+ * If fn fails during warm-up or capture, its status is returned (message
+ * prefixed), the capture is discarded and *out is NULL. */
+TCUDA_API tcuda_status tcuda_graph_capture_fn(tcuda_graph_fn fn, void *user_data, const tcuda_graph_pool_t *pool,
+                                              int num_warmup_iters, tcuda_graph_t **out);
 
 /* ======================================================================
  * Collectives (torch.cuda.comm)

@@ -157,6 +157,41 @@ typedef enum tc_trace_action {
 typedef void (*tc_trace_fn)(void *ctx, tc_trace_action action, uint64_t addr, uint64_t size, uint64_t stream);
 void tc_alloc_set_trace(tc_alloc *a, tc_trace_fn fn, void *ctx);
 
+/* ---- CUDA graph private pools (torch's beginAllocateToPool & co.) ----
+ * Pool ids: (uid, 0) for a pool a graph made, (0, uid) for a
+ * graph_pool_handle(); (0, 0) is the default pool and is refused. */
+/* Does `stream` belong to the capture? Called under the allocator's lock
+ * for each allocation while the capture is registered; must not call back
+ * into the allocator. */
+typedef int (*tc_capture_filter)(void *ctx, uint64_t stream);
+/* Route allocations on streams the filter accepts into the pool `id`,
+ * creating it or adding one use. "already recording" if id is routed now. */
+tcuda_status tc_alloc_begin_allocate_to_pool(tc_alloc *a, const uint64_t id[2], tc_capture_filter fn, void *ctx);
+/* Stop routing into `id` (its use count stays). */
+tcuda_status tc_alloc_end_allocate_to_pool(tc_alloc *a, const uint64_t id[2]);
+/* One use less; at 0 the pool's free segments go at the next empty_cache
+ * (or OOM flush), and the pool when it has no segments left. */
+tcuda_status tc_alloc_release_pool(tc_alloc *a, const uint64_t id[2]);
+/* A pool's use count and segment count; INVALID_ARGUMENT when it does not
+ * exist (never made, or erased). */
+tcuda_status tc_alloc_pool_info(tc_alloc *a, const uint64_t id[2], int *use_count, int64_t *segments);
+/* Number of captures routing allocations now (lock-free hint). */
+int tc_alloc_captures_underway(tc_alloc *a);
+
+/* ---- the process's per-device allocators (api.c) ---- */
+/* The allocator of *device (-1: current, resolved in place), made on first
+ * use; errors name func. */
+tcuda_status tc_alloc_of_device(const char *func, int *device, tc_alloc **out);
+
+/* ---- out-of-memory observers (oom.c) ---- */
+/* Tell the observers (public and internal) that an allocation of
+ * `requested` bytes on `device` ran out of memory. Call outside every
+ * allocator lock. Keeps the thread's error status and message. */
+void tc_oom_notify(int device, size_t requested);
+/* Internal hooks (e.g. snapshot-on-OOM), called before public observers.
+ * Up to 8; adding one twice is a no-op. */
+tcuda_status tc_oom_internal_hook(void (*fn)(int device, size_t requested));
+
 /* ---- reports (report.c): pure functions of stats and snapshots ---- */
 /* PyTorch's memory_summary() text with the tcuda title. Caller frees. */
 char *tc_report_summary(const tcuda_memory_stats_t *st, int device, int abbreviated);

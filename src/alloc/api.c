@@ -82,6 +82,8 @@ static tcuda_status get_alloc(const char *func, int *device, tc_alloc **out) {
   return create_alloc(func, *device, out);
 }
 
+tcuda_status tc_alloc_of_device(const char *func, int *device, tc_alloc **out) { return get_alloc(func, device, out); }
+
 /* ---- stream handle -> id, for snapshots ---- */
 
 typedef struct {
@@ -142,7 +144,10 @@ static tcuda_status do_malloc(const char *func, tc_alloc *a, size_t size, tcuda_
   }
   if (s) {
     *ptr = NULL;
-    return prefixed(func, s);
+    s = prefixed(func, s);
+    /* torch's OOM observers run on the real OOM path, not for >1 EB requests. */
+    if (s == TCUDA_ERROR_OUT_OF_MEMORY && (uint64_t)size < ((uint64_t)1 << 60)) tc_oom_notify(tc_alloc_device(a), size);
+    return s;
   }
   note_stream(key, st.id);
   *ptr = (void *)(uintptr_t)addr;

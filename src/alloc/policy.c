@@ -12,6 +12,7 @@
  * (2.9-2.11) as described in docs/pytorch/allocator-and-rng.md. */
 #include "alloc/alloc.h"
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 typedef struct tc_block tc_block;
 typedef struct tc_seg tc_seg;
 typedef struct tc_pool tc_pool;
+typedef struct tc_ppool tc_ppool;
 
 typedef struct tc_use {
   uint64_t stream;
@@ -53,7 +55,26 @@ struct tc_pool {
   int is_small;
   int pidx; /* TCUDA_STAT_SMALL_POOL or TCUDA_STAT_LARGE_POOL */
   int64_t gc_calls;
+  tc_ppool *owner; /* the private pool holding this one; NULL for the default pools */
 };
+
+/* torch's PrivatePool: a CUDA graph's memory. Its blocks never serve
+ * allocations outside it. use_count 0 means "freeable": its free segments go
+ * at the next release_cached_blocks, and it goes when it has none left. */
+struct tc_ppool {
+  uint64_t id[2];
+  int use_count;
+  int64_t nsegs; /* torch's cudaMalloc_count (expandable: VA reservations) */
+  tc_pool small, large;
+  tc_ppool *next;
+};
+
+/* torch's captures_underway entry. */
+typedef struct tc_capture {
+  tc_ppool *pool;
+  tc_capture_filter fn;
+  void *ctx;
+} tc_capture;
 
 struct tc_seg {
   tc_seg *lnext, *lprev;
@@ -105,6 +126,13 @@ struct tc_alloc {
   uint64_t rng;
   tc_trace_fn trace;
   void *trace_ctx;
+  /* CUDA graphs. ncaps is read without the lock only as a hint. */
+  tc_ppool *ppools;
+  tc_capture *caps;
+  size_t capcaps;
+  atomic_int ncaps;
+  tc_block **deferred; /* freed during capture while other streams used them */
+  size_t ndeferred, capdeferred;
 };
 
 /* ------------------------------------------------------------------ */
@@ -132,6 +160,10 @@ static inline void arr_dec(tcuda_stat_t *arr, int pidx, int64_t n) {
   do {                                                                        \
     if ((a)->trace) (a)->trace((a)->trace_ctx, (act), (addr), (size), (stream)); \
   } while (0)
+
+/* Whether some capture is routing into a private pool (torch's
+ * captures_underway non-empty). Under the lock. */
+static inline int capturing(const tc_alloc *a) { return atomic_load_explicit(&a->ncaps, memory_order_relaxed) != 0; }
 
 /* ------------------------------------------------------------------ */
 /* sizes                                                                */
@@ -476,6 +508,7 @@ static tcuda_status release_block(tc_alloc *a, tc_block *b) {
   tcuda_status s = a->be->segment_free(a->be->ctx, a->device, b->addr, b->size);
   if (s) return s;
   tc_pool *pool = b->pool;
+  if (pool->owner) pool->owner->nsegs--;
   a->st.num_device_free++;
   TRACE(a, TC_TRACE_SEGMENT_FREE, b->addr, b->size, b->stream);
   a->total_allocated -= b->size;
@@ -577,6 +610,7 @@ static tc_block *find_expandable_block(tc_alloc *a, tc_pool *pool, uint64_t stre
   seg->npages = npages;
   seg->pmap = pmap;
   seg_link(a, seg);
+  if (pool->owner) pool->owner->nsegs++;
   tc_block *b = new_block(a, seg, base, seg->size);
   b->mapped = 0;
   seg->head = b;
@@ -657,6 +691,7 @@ static tcuda_status release_expandable_segment(tc_alloc *a, tc_block *b) {
   tc_seg *seg = b->seg;
   tcuda_status s = a->be->va_release(a->be->ctx, a->device, seg->addr, seg->size);
   if (s) return s;
+  if (b->pool->owner) b->pool->owner->nsegs--;
   tree_erase(&b->pool->unmapped, b);
   seg_unlink_free(a, seg);
   del_block(a, b);
@@ -675,7 +710,25 @@ static void evq_remove_empty(tc_alloc *a) {
   a->nevq = w;
 }
 
+static tcuda_status insert_events(tc_alloc *a, tc_block *b);
+
+/* torch's insert_events_deferred_until_no_capture. On failure the blocks not
+ * yet handled stay deferred. */
+static tcuda_status insert_deferred(tc_alloc *a) {
+  size_t i = 0;
+  tcuda_status s = TCUDA_SUCCESS;
+  for (; i < a->ndeferred && !s; i++) s = insert_events(a, a->deferred[i]);
+  if (s) i--;
+  memmove(a->deferred, a->deferred + i, (a->ndeferred - i) * sizeof *a->deferred);
+  a->ndeferred -= i;
+  return s;
+}
+
 static tcuda_status process_events(tc_alloc *a) {
+  if (a->ndeferred) {
+    tcuda_status s = insert_deferred(a);
+    if (s) return s;
+  }
   if (!a->nevq) return TCUDA_SUCCESS;
   tcuda_status s = TCUDA_SUCCESS;
   /* Streams in ascending order; torch walks a hash map, so its order across
@@ -703,7 +756,8 @@ static tcuda_status process_events(tc_alloc *a) {
 
 static tcuda_status synchronize_and_free_events(tc_alloc *a) {
   a->st.num_sync_all_streams++;
-  tcuda_status s = TCUDA_SUCCESS;
+  tcuda_status s = a->ndeferred ? insert_deferred(a) : TCUDA_SUCCESS;
+  if (s) return s;
   for (size_t i = 0; i < a->nevq && !s; i++) {
     tc_evq *q = &a->evq[i];
     while (q->len) {
@@ -890,6 +944,7 @@ static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) 
   seg->addr = addr;
   seg->size = size;
   seg_link(a, seg);
+  if (p->pool->owner) p->pool->owner->nsegs++;
   tc_block *b = new_block(a, seg, addr, size);
   seg->head = b;
   a->total_allocated += size;
@@ -968,10 +1023,34 @@ static tcuda_status release_blocks(tc_alloc *a, tc_pool *pool) {
   return s;
 }
 
+/* torch: freeable private pools give back their unsplit free segments, and
+ * a pool with none left is erased. */
+static tcuda_status release_freeable_pools(tc_alloc *a) {
+  tc_ppool **pp = &a->ppools;
+  while (*pp) {
+    tc_ppool *p = *pp;
+    if (p->use_count > 0) {
+      pp = &p->next;
+      continue;
+    }
+    tcuda_status s = release_blocks(a, &p->small);
+    if (!s) s = release_blocks(a, &p->large);
+    if (s) return s;
+    if (p->nsegs == 0) {
+      *pp = p->next;
+      free(p);
+    } else {
+      pp = &p->next;
+    }
+  }
+  return TCUDA_SUCCESS;
+}
+
 static tcuda_status release_cached_blocks(tc_alloc *a) {
   tcuda_status s = synchronize_and_free_events(a);
   if (!s) s = release_blocks(a, &a->large);
   if (!s) s = release_blocks(a, &a->small);
+  if (!s && a->ppools) s = release_freeable_pools(a);
   return s;
 }
 
@@ -1052,15 +1131,28 @@ static tcuda_status oom(tc_alloc *a, const params *p) {
                   tried, a->device, total, freeb, allowed, alloc, unalloc);
 }
 
+/* torch's get_pool: a stream some capture's filter claims allocates from
+ * that capture's private pool (latest capture first). */
+static tc_pool *capture_pool(tc_alloc *a, uint64_t size, uint64_t stream) {
+  for (size_t i = (size_t)atomic_load_explicit(&a->ncaps, memory_order_relaxed); i-- > 0;)
+    if (a->caps[i].fn(a->caps[i].ctx, stream)) return size <= TC_SMALL_SIZE ? &a->caps[i].pool->small : &a->caps[i].pool->large;
+  return NULL;
+}
+
 static tcuda_status malloc_locked(tc_alloc *a, uint64_t orig, uint64_t stream, uint64_t *addr) {
+  int cap = capturing(a);
   tcuda_status s = reserve_blocks(a, 4);
   if (!s) s = ht_reserve(a);
-  if (!s) s = process_events(a);
+  if (!s && !cap) s = process_events(a); /* querying events recorded under capture is illegal */
   if (s) return s;
   params p;
   p.size = tc_alloc_round_size(&a->cfg, orig);
   p.stream = stream;
   p.pool = p.size <= TC_SMALL_SIZE ? &a->small : &a->large;
+  if (cap) {
+    tc_pool *pp = capture_pool(a, p.size, stream);
+    if (pp) p.pool = pp;
+  }
   p.alloc_size = tc_alloc_segment_size(p.size);
   p.block = NULL;
   if (!get_free_block(a, &p)) {
@@ -1070,7 +1162,7 @@ static tcuda_status malloc_locked(tc_alloc *a, uint64_t orig, uint64_t stream, u
       r = release_available_cached_blocks(a, &p, &s);
       if (r > 0) r = alloc_block(a, &p, 0, &s);
     }
-    if (r == 0) {
+    if (r == 0 && !cap) { /* the full flush synchronizes: not while capturing */
       if ((s = release_cached_blocks(a))) return s;
       r = alloc_block(a, &p, 1, &s);
     }
@@ -1103,7 +1195,18 @@ tcuda_status tc_alloc_malloc(tc_alloc *a, uint64_t size, uint64_t stream, uint64
 /* free, record_stream                                                  */
 
 static tcuda_status free_found(tc_alloc *a, tc_block *b) {
-  if (b->nuses) {
+  if (b->nuses && capturing(a)) {
+    /* An event recorded now could be captured into a graph, and querying
+     * one is illegal: wait until no capture is under way. */
+    if (a->ndeferred == a->capdeferred) {
+      size_t cap = a->capdeferred ? 2 * a->capdeferred : 8;
+      tc_block **n = (tc_block **)realloc(a->deferred, cap * sizeof *n);
+      if (!n) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory");
+      a->deferred = n;
+      a->capdeferred = cap;
+    }
+    a->deferred[a->ndeferred++] = b;
+  } else if (b->nuses) {
     tcuda_status s = insert_events(a, b);
     if (s) return s;
   }
@@ -1114,7 +1217,7 @@ static tcuda_status free_found(tc_alloc *a, tc_block *b) {
   arr_dec(a->st.allocated_bytes, pool->pidx, (int64_t)b->size);
   TRACE(a, TC_TRACE_FREE_REQUESTED, b->addr, b->requested, b->stream);
   if (b->size >= a->cfg.max_split_size) st_dec(&a->st.oversize_allocations, 1);
-  if (!b->event_count) free_block(a, b);
+  if (!b->event_count && !b->nuses) free_block(a, b);
   return TCUDA_SUCCESS;
 }
 
@@ -1179,7 +1282,10 @@ tcuda_status tc_alloc_record_stream(tc_alloc *a, uint64_t addr, uint64_t stream)
 tcuda_status tc_alloc_empty_cache(tc_alloc *a) {
   TC_CHECK_ARG("tc_alloc_empty_cache", a != NULL, "allocator");
   pthread_mutex_lock(&a->mu);
-  tcuda_status s = release_cached_blocks(a);
+  tcuda_status s = capturing(a) ? tc_error(TCUDA_ERROR_INVALID_STATE,
+                                           "empty_cache: not allowed while a CUDA graph capture is under way on "
+                                           "device %d (it synchronizes and frees memory)", a->device)
+                                : release_cached_blocks(a);
   pthread_mutex_unlock(&a->mu);
   return s;
 }
@@ -1303,6 +1409,10 @@ tcuda_status tc_alloc_snapshot(tc_alloc *a, tcuda_snapshot_t **out) {
       si->address = h->addr;
       si->stream = (int64_t)g->stream;
       si->is_large = !g->pool->is_small;
+      if (g->pool->owner) {
+        si->pool_id[0] = g->pool->owner->id[0];
+        si->pool_id[1] = g->pool->owner->id[1];
+      }
       si->is_expandable = g->expandable;
       size_t nb = 0;
       for (tc_block *b = h; b && b->mapped; b = b->next) nb++;
@@ -1419,6 +1529,13 @@ void tc_alloc_destroy(tc_alloc *a) {
     free(q->q);
   }
   free(a->evq);
+  free(a->deferred);
+  free(a->caps);
+  while (a->ppools) {
+    tc_ppool *p = a->ppools;
+    a->ppools = p->next;
+    free(p);
+  }
   while (a->segs) {
     tc_seg *g = a->segs;
     if (!g->expandable) {
@@ -1446,3 +1563,122 @@ void tc_alloc_destroy(tc_alloc *a) {
   pthread_mutex_destroy(&a->mu);
   free(a);
 }
+
+/* ------------------------------------------------------------------ */
+/* CUDA graph private pools (torch's beginAllocateToPool & co.)          */
+
+static tc_ppool *find_ppool(tc_alloc *a, const uint64_t id[2]) {
+  for (tc_ppool *p = a->ppools; p; p = p->next)
+    if (p->id[0] == id[0] && p->id[1] == id[1]) return p;
+  return NULL;
+}
+
+static tcuda_status check_pool_id(const char *F, const uint64_t id[2]) {
+  if (!id) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: mempool_id is NULL", F);
+  if (!id[0] && !id[1])
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: mempool_id (0,0) is the default pool, not a private pool", F);
+  return TCUDA_SUCCESS;
+}
+
+tcuda_status tc_alloc_begin_allocate_to_pool(tc_alloc *a, const uint64_t id[2], tc_capture_filter fn, void *ctx) {
+  static const char *F = "beginAllocateToPool";
+  TC_CHECK_ARG(F, a != NULL, "allocator");
+  TC_CHECK_ARG(F, fn != NULL, "filter");
+  tcuda_status s = check_pool_id(F, id);
+  if (s) return s;
+  pthread_mutex_lock(&a->mu);
+  size_t n = (size_t)atomic_load_explicit(&a->ncaps, memory_order_relaxed);
+  for (size_t i = 0; i < n; i++)
+    if (a->caps[i].pool->id[0] == id[0] && a->caps[i].pool->id[1] == id[1]) {
+      pthread_mutex_unlock(&a->mu);
+      return tc_error(TCUDA_ERROR_INVALID_STATE, "%s: already recording to mempool_id (%llu,%llu)", F,
+                      (unsigned long long)id[0], (unsigned long long)id[1]);
+    }
+  if (n == a->capcaps) {
+    size_t cap = a->capcaps ? 2 * a->capcaps : 4;
+    tc_capture *nc = (tc_capture *)realloc(a->caps, cap * sizeof *nc);
+    if (!nc) {
+      pthread_mutex_unlock(&a->mu);
+      return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+    }
+    a->caps = nc;
+    a->capcaps = cap;
+  }
+  tc_ppool *p = find_ppool(a, id);
+  if (!p) {
+    if (!(p = (tc_ppool *)calloc(1, sizeof *p))) {
+      pthread_mutex_unlock(&a->mu);
+      return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+    }
+    p->id[0] = id[0];
+    p->id[1] = id[1];
+    p->small.is_small = 1;
+    p->small.pidx = TCUDA_STAT_SMALL_POOL;
+    p->large.pidx = TCUDA_STAT_LARGE_POOL;
+    p->small.unmapped.by_addr = p->large.unmapped.by_addr = 1;
+    p->small.owner = p->large.owner = p;
+    p->next = a->ppools;
+    a->ppools = p;
+  }
+  /* A freeable pool (use_count 0) comes back to life: torch asserts here. */
+  p->use_count++;
+  a->caps[n] = (tc_capture){p, fn, ctx};
+  atomic_store_explicit(&a->ncaps, (int)n + 1, memory_order_relaxed);
+  pthread_mutex_unlock(&a->mu);
+  return TCUDA_SUCCESS;
+}
+
+tcuda_status tc_alloc_end_allocate_to_pool(tc_alloc *a, const uint64_t id[2]) {
+  static const char *F = "endAllocateToPool";
+  TC_CHECK_ARG(F, a != NULL, "allocator");
+  tcuda_status s = check_pool_id(F, id);
+  if (s) return s;
+  pthread_mutex_lock(&a->mu);
+  size_t n = (size_t)atomic_load_explicit(&a->ncaps, memory_order_relaxed), i = 0;
+  while (i < n && !(a->caps[i].pool->id[0] == id[0] && a->caps[i].pool->id[1] == id[1])) i++;
+  if (i == n) {
+    pthread_mutex_unlock(&a->mu);
+    return tc_error(TCUDA_ERROR_INVALID_STATE, "%s: not currently recording to mempool_id (%llu,%llu)", F,
+                    (unsigned long long)id[0], (unsigned long long)id[1]);
+  }
+  memmove(&a->caps[i], &a->caps[i + 1], (n - i - 1) * sizeof *a->caps);
+  atomic_store_explicit(&a->ncaps, (int)n - 1, memory_order_relaxed);
+  pthread_mutex_unlock(&a->mu);
+  return TCUDA_SUCCESS;
+}
+
+tcuda_status tc_alloc_release_pool(tc_alloc *a, const uint64_t id[2]) {
+  static const char *F = "releasePool";
+  TC_CHECK_ARG(F, a != NULL, "allocator");
+  tcuda_status s = check_pool_id(F, id);
+  if (s) return s;
+  pthread_mutex_lock(&a->mu);
+  tc_ppool *p = find_ppool(a, id);
+  if (!p || p->use_count <= 0)
+    s = tc_error(TCUDA_ERROR_INVALID_STATE, "%s: mempool_id (%llu,%llu) is %s", F, (unsigned long long)id[0],
+                 (unsigned long long)id[1], p ? "not in use (already released)" : "not a pool of this device");
+  else
+    p->use_count--; /* at 0 it is freeable: the next release_cached_blocks frees it */
+  pthread_mutex_unlock(&a->mu);
+  return s;
+}
+
+tcuda_status tc_alloc_pool_info(tc_alloc *a, const uint64_t id[2], int *use_count, int64_t *segments) {
+  static const char *F = "tc_alloc_pool_info";
+  TC_CHECK_ARG(F, a != NULL, "allocator");
+  tcuda_status s = check_pool_id(F, id);
+  if (s) return s;
+  pthread_mutex_lock(&a->mu);
+  tc_ppool *p = find_ppool(a, id);
+  if (p) {
+    if (use_count) *use_count = p->use_count;
+    if (segments) *segments = p->nsegs;
+  }
+  pthread_mutex_unlock(&a->mu);
+  if (!p)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: no private pool (%llu,%llu) on device %d", F,
+                    (unsigned long long)id[0], (unsigned long long)id[1], a->device);
+  return TCUDA_SUCCESS;
+}
+
+int tc_alloc_captures_underway(tc_alloc *a) { return atomic_load_explicit(&a->ncaps, memory_order_relaxed); }

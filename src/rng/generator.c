@@ -105,6 +105,16 @@ tcuda_status tc_generator_philox(const char *F, tcuda_generator_t *g, uint64_t i
   return TCUDA_SUCCESS;
 }
 
+void tc_generator_capture_prologue(tcuda_generator_t *g) {
+  g->capturing = 1;
+  g->offset_intragraph = 0;
+}
+
+uint64_t tc_generator_capture_epilogue(tcuda_generator_t *g) {
+  g->capturing = 0;
+  return g->offset_intragraph;
+}
+
 /* Setters refuse while a graph is being captured, as torch. Holds g->mu. */
 static tcuda_status not_capturing(const char *F, const tcuda_generator_t *g) {
   if (g->capturing)
@@ -171,6 +181,13 @@ tcuda_status tcuda_generator_destroy(tcuda_generator_t *g) {
   if (g->is_default)
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: generator %p is the default generator of device %d",
                     F, (void *)g, g->device);
+  pthread_mutex_lock(&g->mu);
+  int refs = g->graph_refs;
+  pthread_mutex_unlock(&g->mu);
+  if (refs) /* the graphs' replays would read a dead generator */
+    return tc_error(TCUDA_ERROR_INVALID_STATE,
+                    "%s: generator %p is registered with %d CUDA graph(s); destroy those graphs first", F,
+                    (void *)g, refs);
   g->magic = 0;
   pthread_mutex_destroy(&g->mu);
   free(g);

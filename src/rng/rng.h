@@ -22,7 +22,16 @@ struct tcuda_generator {
   uint64_t *seed_extragraph;   /* device memory, owned by the graph layer */
   uint64_t *offset_extragraph; /* device memory, owned by the graph layer */
   uint64_t offset_intragraph;  /* < 2^32 as torch's */
+  int graph_refs;              /* graphs it is registered with; the extragraph
+                                  memory lives while this is > 0 */
 };
+
+/* torch's CUDAGeneratorState graph hooks, for the graph layer. Callers hold
+ * g->mu for the last three. */
+/* capture_prologue: capture mode on, intragraph offset 0. */
+void tc_generator_capture_prologue(tcuda_generator_t *g);
+/* capture_epilogue: capture mode off; returns the whole-graph increment. */
+uint64_t tc_generator_capture_epilogue(tcuda_generator_t *g);
 
 /* The default generator of a resolved, in-range device (created on first
  * use with a nondeterministic seed). */

@@ -1,0 +1,16 @@
+/* Kernels of the graph layer (kernels.cu). */
+#ifndef TC_GRAPH_KERNELS_H
+#define TC_GRAPH_KERNELS_H
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* *seed_ptr = seed, *offset_ptr = offset, in stream order. Values travel as
+ * kernel arguments: a copy from pageable host memory could block. */
+cudaError_t tc_graph_set_philox(uint64_t *seed_ptr, uint64_t *offset_ptr, uint64_t seed, uint64_t offset,
+                                cudaStream_t stream);
+#ifdef __cplusplus
+}
+#endif
+#endif
