@@ -19,7 +19,7 @@ static double now_ns(void) {
   return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
-static long g_iters = 2000000;
+static long g_iters = 1000000;
 
 /* best of 5 runs, ns per pair */
 static double time_engine(tc_alloc *a) {
@@ -77,7 +77,10 @@ int main(void) {
   tc_alloc_set_trace(a, tc_history_trace, h);
   double on = time_engine(a);
   tc_history_configure(h, 1 << 20, 1);
+  long full = g_iters;
+  g_iters = full / 100 > 1000 ? full / 100 : 1000; /* a backtrace costs microseconds */
   double stk = time_engine(a);
+  g_iters = full;
   tc_alloc_set_trace(a, NULL, NULL);
   double off2 = time_engine(a);
   tc_history_destroy(h);
@@ -98,7 +101,9 @@ int main(void) {
   tcuda_memory_record_history(-1, 1, 1 << 20, 0);
   double g_on = time_public();
   tcuda_memory_record_history(-1, 1, 1 << 20, 1);
+  g_iters = full / 100 > 1000 ? full / 100 : 1000;
   double g_stk = time_public();
+  g_iters = full;
   tcuda_memory_record_history(-1, 0, 0, 0);
   double g_off2 = time_public();
   result("off", g_off2, g_off);

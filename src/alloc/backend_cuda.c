@@ -69,12 +69,29 @@ static tcuda_status drv_error(CUresult r, const char *call) {
 
 /* ---- device guard ---- */
 
+/* Every backend call runs on its device and in the relaxed capture mode:
+ * cudaMalloc and friends are "unsafe" under a global-mode graph capture on
+ * any stream, and the allocator must still work then (PyTorch's
+ * CUDAStreamCaptureModeGuard around cudaMalloc). */
 typedef struct {
   tcuda_device_guard_t g;
+  enum cudaStreamCaptureMode mode;
 } on_dev;
 
-static tcuda_status dev_begin(on_dev *d, int device) { return tcuda_device_guard_begin(&d->g, device); }
-static void dev_end(on_dev *d) { tcuda_device_guard_end(&d->g); }
+static tcuda_status dev_begin(on_dev *d, int device) {
+  tcuda_status s = tcuda_device_guard_begin(&d->g, device);
+  if (s) return s;
+  d->mode = cudaStreamCaptureModeRelaxed;
+  if (cudaThreadExchangeStreamCaptureMode(&d->mode) != cudaSuccess) {
+    (void)cudaGetLastError();
+    d->mode = cudaStreamCaptureModeRelaxed; /* nothing to restore */
+  }
+  return TCUDA_SUCCESS;
+}
+static void dev_end(on_dev *d) {
+  if (cudaThreadExchangeStreamCaptureMode(&d->mode) != cudaSuccess) (void)cudaGetLastError();
+  tcuda_device_guard_end(&d->g);
+}
 
 /* ---- segments ---- */
 

@@ -28,7 +28,7 @@ static void *dmalloc(int dev, size_t bytes) {
   tcuda_device_guard_t g;
   void *p = NULL;
   CHECK_OK(tcuda_device_guard_begin(&g, dev));
-  CHECK(cudaMalloc(&p, bytes ? bytes : 16) == cudaSuccess);
+  CHECK(cudaMalloc(&p, bytes ? (bytes + 255) / 256 * 256 : 16) /* as any allocator rounds; NCCL reads whole words */ == cudaSuccess);
   CHECK_OK(tcuda_device_guard_end(&g));
   return p;
 }

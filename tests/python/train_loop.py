@@ -74,7 +74,7 @@ def run(mode, steps):
         res["allocated_live"] = tcuda.memory_allocated(0)
         res["num_allocs"] = stats["allocation.all.allocated"]
         res["segments"] = len(tcuda.memory_snapshot())
-        res["summary_ok"] = "PyTorch CUDA memory summary" in tcuda.memory_summary(0)
+        res["summary_ok"] = "CUDA memory summary, device ID 0" in tcuda.memory_summary(0)
         del model, attn, head, opt, x, y, seq, out, loss, params
         import gc
         gc.collect()
