@@ -5,6 +5,7 @@
  * Allocators are keyed by the raw cudaStream_t, as torch orders free blocks
  * by it; snapshots report stream ids (tcuda_stream_t.id), so the handles
  * seen by malloc are remembered with their ids. */
+#include "core/annotate.h"
 #include "alloc/history.h"
 #include "alloc/alloc.h"
 #include "core/core.h"
@@ -228,12 +229,14 @@ tcuda_status tcuda_empty_cache(void) {
   static const char *F = "tcuda_empty_cache";
   int n = atomic_load_explicit(&g_nmax, memory_order_acquire);
   tcuda_status first = TCUDA_SUCCESS;
+  TC_ANNOTATE_BEGIN("tcuda_empty_cache");
   for (int d = 0; d < n; d++) {
     tc_alloc *a = atomic_load_explicit(&g_allocs[d], memory_order_acquire);
     if (!a) continue;
     tcuda_status s = tc_alloc_empty_cache(a);
     if (s && !first) first = prefixed(F, s);
   }
+  TC_ANNOTATE_END();
   return first;
 }
 

@@ -10,6 +10,7 @@
  *    call malloc once the caches are warm.
  * Where the code says "torch", it mirrors c10/cuda/CUDACachingAllocator.cpp
  * (2.9-2.11) as described in docs/pytorch/allocator-and-rng.md. */
+#include "core/annotate.h"
 #include "alloc/alloc.h"
 #include <pthread.h>
 #include <stdatomic.h>
@@ -1163,8 +1164,11 @@ static tcuda_status malloc_locked(tc_alloc *a, uint64_t orig, uint64_t stream, u
       if (r > 0) r = alloc_block(a, &p, 0, &s);
     }
     if (r == 0 && !cap) { /* the full flush synchronizes: not while capturing */
-      if ((s = release_cached_blocks(a))) return s;
-      r = alloc_block(a, &p, 1, &s);
+      TC_ANNOTATE_BEGIN("tcuda: allocator OOM retry (release cached blocks)");
+      tcuda_status rs = release_cached_blocks(a);
+      if (!rs) r = alloc_block(a, &p, 1, &s);
+      TC_ANNOTATE_END();
+      if (rs) return rs;
     }
     if (r < 0) return s;
     if (r == 0) return oom(a, &p);

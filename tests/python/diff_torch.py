@@ -153,7 +153,7 @@ def comm_section(torch, cuda, tcuda_mode, out):
         import tcuda
         comm = tcuda.comm
     else:
-        comm = torch.cuda.comm
+        import torch.cuda.comm as comm  # a submodule: not loaded by `import torch`
 
     def back(t):
         return t if isinstance(t, torch.Tensor) else torch.from_dlpack(t)

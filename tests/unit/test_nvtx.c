@@ -71,4 +71,26 @@ static void id_ranges_cross_threads(void) {
   CHECK_OK(tcuda_nvtx_range_end(b));
 }
 
-TC_MAIN(T(depth_per_thread), T(threads_have_own_depth), T(null_messages), T(id_ranges_cross_threads))
+#include "core/annotate.h"
+#include <stdlib.h>
+
+/* TCUDA_NVTX=1 turns tcuda's own ranges on; they must not disturb the
+ * user's push/pop depth. */
+static void library_annotations(void) {
+  setenv("TCUDA_NVTX", "0", 1);
+  CHECK_EQ_INT(tc_annotate_check(), 0);
+  setenv("TCUDA_NVTX", "1", 1);
+  CHECK_EQ_INT(tc_annotate_check(), 1);
+  CHECK_EQ_INT(tcuda_nvtx_range_push("user"), 0);
+  {
+    TC_ANNOTATE_BEGIN("tcuda: inner");
+    CHECK(tc_ann_on_);
+    TC_ANNOTATE_END();
+  }
+  CHECK_OK(tcuda_empty_cache()); /* annotated; no allocators here, so nothing else */
+  CHECK_EQ_INT(tcuda_nvtx_range_pop(), 0);
+  unsetenv("TCUDA_NVTX");
+  CHECK_EQ_INT(tc_annotate_check(), 0);
+}
+
+TC_MAIN(T(library_annotations), T(depth_per_thread), T(threads_have_own_depth), T(null_messages), T(id_ranges_cross_threads))
