@@ -532,6 +532,10 @@ typedef struct tcuda_replay_options {
                                    in the addresses_file format (for an exact --simulate rerun) */
   const char *history_path;   /* record the allocator's history and write a snapshot there at the
                                  end: JSON if the name ends in ".json", else a memory_viz pickle */
+  const char *maps_file;      /* simulate, expandable segments: recorded "ADDR SIZE" per segment_map,
+                                 in order (torch's segment_map trace entries). Each new VA reservation
+                                 is placed at the next recorded map's address (where torch's segment
+                                 began) and every map must be the recorded one */
 } tcuda_replay_options_t;
 #define TCUDA_REPLAY_OPTIONS_INIT {.struct_size = sizeof(tcuda_replay_options_t), .device = -1}
 
@@ -546,7 +550,8 @@ typedef struct tcuda_replay_options {
  * "trace line N: ..." for a malformed line, a free of an unknown id or a
  * duplicate live id (checked before anything runs); TCUDA_ERROR_CONFIG for a
  * bad config; TCUDA_ERROR_IO for unreadable files; "replay diverged at
- * segment N" when recorded addresses do not fit. Nothing leaks on error and
+ * segment N" when recorded addresses do not fit, "replay diverged at map N"
+ * when a map differs from maps_file. Nothing leaks on error and
  * *json_out is then NULL. */
 TCUDA_API tcuda_status tcuda_replay_file(const char *trace_path, const tcuda_replay_options_t *opt,
                                          char **json_out);

@@ -7,9 +7,13 @@
 #include <string.h>
 
 static const char *USAGE =
-    "usage: tcuda replay [--simulate [--va driver|ascending] [--addresses FILE] [--capacity BYTES]]\n"
+    "usage: tcuda replay [--simulate [--va driver|ascending] [--addresses FILE] [--maps FILE]\n"
+    "                               [--capacity BYTES]]\n"
     "                    [--record-addresses FILE] [--config CONF] [--fraction F] [--device N]\n"
     "                    [--history SNAPSHOT] TRACE\n"
+    "  --addresses: recorded 'ADDR SIZE' per cudaMalloc, used in order (torch's NAME.addresses)\n"
+    "  --maps: expandable segments: recorded 'ADDR SIZE' per segment_map, in order (NAME.maps);\n"
+    "          each VA reservation goes where torch's segment began, and maps must follow it\n"
     "  --history: record the allocator history and write a snapshot at the end (a memory_viz\n"
     "             pickle, or JSON if SNAPSHOT ends in .json): open it with 'tcuda viz'\n"
     "  TRACE lines: 'a ID SIZE [STREAM]', 'f ID', 'c' (checkpoint), 'e' (empty_cache), 'r' (reset peaks)\n";
@@ -39,7 +43,7 @@ int cmd_replay(int argc, char **argv) {
     unsigned long long n;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(USAGE, stdout); return 0; }
     if (!strcmp(a, "--simulate")) { o.simulate = 1; continue; }
-    if (!strcmp(a, "--va") || !strcmp(a, "--addresses") || !strcmp(a, "--capacity") || !strcmp(a, "--config") ||
+    if (!strcmp(a, "--va") || !strcmp(a, "--addresses") || !strcmp(a, "--maps") || !strcmp(a, "--capacity") || !strcmp(a, "--config") ||
         !strcmp(a, "--device") || !strcmp(a, "--fraction") || !strcmp(a, "--record-addresses") ||
         !strcmp(a, "--history")) {
       if (!v) return usage_error("%s needs a value", a);
@@ -51,6 +55,9 @@ int cmd_replay(int argc, char **argv) {
         sim_only = 1;
       } else if (!strcmp(a, "--addresses")) {
         o.addresses_file = v;
+        sim_only = 1;
+      } else if (!strcmp(a, "--maps")) {
+        o.maps_file = v;
         sim_only = 1;
       } else if (!strcmp(a, "--capacity")) {
         if (!parse_num(v, &n) || !n) return usage_error("--capacity '%s': expected a positive byte count", v);
@@ -79,7 +86,7 @@ int cmd_replay(int argc, char **argv) {
     trace = a;
   }
   if (!trace) return usage_error("%s", "no trace given");
-  if (sim_only && !o.simulate) return usage_error("%s", "--va, --addresses and --capacity need --simulate");
+  if (sim_only && !o.simulate) return usage_error("%s", "--va, --addresses, --maps and --capacity need --simulate");
   char *json = NULL;
   if (tcuda_replay_file(trace, &o, &json)) return cli_fail("replay");
   fputs(json, stdout);

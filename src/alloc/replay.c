@@ -17,19 +17,27 @@
 #define TC_H200_BYTES 150109880320ULL
 #define TC_MAX_TRACE_DEVICES 64 /* device_traces slots a replay snapshot may name */
 
-/* ---- a backend wrapper that logs the segments cudaMalloc returns ---- */
+/* ---- a backend wrapper: logs the segments cudaMalloc returns (GPU), or
+ * places expandable reservations where torch's were (simulation) ---- */
+
+typedef struct {
+  uint64_t addr, size;
+} rec_range;
 
 typedef struct {
   const tc_backend *inner;
   FILE *log;
   int log_failed;
+  tc_backend *sim;  /* with maps: the simulator that takes the bases */
+  rec_range *maps;  /* recorded segment_map entries, in order */
+  size_t nmaps, map_pos;
 } rec_ctx;
 
 static tcuda_status rec_segment_alloc(void *c, int dev, uint64_t size, uint64_t *addr) {
   rec_ctx *r = c;
   tcuda_status st = r->inner->segment_alloc(r->inner->ctx, dev, size, addr);
-  if (st == TCUDA_SUCCESS && fprintf(r->log, "0x%llx %llu\n", (unsigned long long)*addr,
-                                     (unsigned long long)size) < 0)
+  if (st == TCUDA_SUCCESS && r->log &&
+      fprintf(r->log, "0x%llx %llu\n", (unsigned long long)*addr, (unsigned long long)size) < 0)
     r->log_failed = 1;
   return st;
 }
@@ -37,8 +45,15 @@ static tcuda_status rec_segment_free(void *c, int dev, uint64_t addr, uint64_t s
   rec_ctx *r = c;
   return r->inner->segment_free(r->inner->ctx, dev, addr, size);
 }
+/* A new segment's first map is at its base, so the next recorded map is
+ * where torch's reservation began. */
 static tcuda_status rec_va_reserve(void *c, int dev, uint64_t size, uint64_t *addr) {
   rec_ctx *r = c;
+  if (r->sim) {
+    tcuda_status st = tc_backend_sim_reserve_at(r->sim, r->map_pos < r->nmaps ? &r->maps[r->map_pos].addr : NULL,
+                                                r->map_pos < r->nmaps);
+    if (st) return st;
+  }
   return r->inner->va_reserve(r->inner->ctx, dev, size, addr);
 }
 static tcuda_status rec_va_release(void *c, int dev, uint64_t addr, uint64_t size) {
@@ -47,7 +62,17 @@ static tcuda_status rec_va_release(void *c, int dev, uint64_t addr, uint64_t siz
 }
 static tcuda_status rec_map(void *c, int dev, uint64_t addr, uint64_t size) {
   rec_ctx *r = c;
-  return r->inner->map(r->inner->ctx, dev, addr, size);
+  if (r->sim && r->map_pos < r->nmaps) {
+    const rec_range *m = &r->maps[r->map_pos];
+    if (m->addr != addr || m->size != size)
+      return tc_error(TCUDA_ERROR_INVALID_STATE,
+                      "replay diverged at map %zu: recorded 0x%llx (%llu bytes), the allocator mapped 0x%llx (%llu bytes)",
+                      r->map_pos + 1, (unsigned long long)m->addr, (unsigned long long)m->size,
+                      (unsigned long long)addr, (unsigned long long)size);
+  }
+  tcuda_status st = r->inner->map(r->inner->ctx, dev, addr, size);
+  if (!st && r->sim && r->map_pos < r->nmaps) r->map_pos++;
+  return st;
 }
 static tcuda_status rec_unmap(void *c, int dev, uint64_t addr, uint64_t size) {
   rec_ctx *r = c;
@@ -78,6 +103,46 @@ static tcuda_status rec_mem_info(void *c, int dev, uint64_t *fr, uint64_t *tot) 
   return r->inner->mem_info(r->inner->ctx, dev, fr, tot);
 }
 
+/* "ADDR SIZE" per line (decimal or 0x hex), '#' comments: the format of
+ * addresses_file, here the recorded segment_map entries. */
+static tcuda_status load_maps(const char *func, const char *path, rec_ctx *r) {
+  FILE *f = fopen(path, "r");
+  if (!f) return tc_error(TCUDA_ERROR_IO, "%s: cannot open maps_file '%s': %s", func, path, strerror(errno));
+  char line[512];
+  size_t lineno = 0, cap = 0;
+  tcuda_status st = TCUDA_SUCCESS;
+  while (!st && fgets(line, sizeof line, f)) {
+    lineno++;
+    line[strcspn(line, "#\r\n")] = 0;
+    char *p = line, *end;
+    while (*p == ' ' || *p == '\t') p++;
+    if (!*p) continue;
+    unsigned long long v[2];
+    int ok = 1;
+    for (int k = 0; k < 2 && ok; k++) {
+      while (*p == ' ' || *p == '\t') p++;
+      errno = 0;
+      v[k] = (*p >= '0' && *p <= '9') ? strtoull(p, &end, p[0] == '0' && (p[1] == 'x' || p[1] == 'X') ? 16 : 10) : 0;
+      ok = *p >= '0' && *p <= '9' && !errno && end != p;
+      if (ok) p = end;
+    }
+    while (*p == ' ' || *p == '\t') p++;
+    if (!ok || *p || !v[1] || v[0] + v[1] < v[0]) {
+      st = tc_error(TCUDA_ERROR_PARSE, "%s: maps_file %s:%zu: expected 'ADDR SIZE', got '%s'", func, path, lineno,
+                    line);
+    } else if (r->nmaps == cap) {
+      size_t nc = cap ? cap * 2 : 64;
+      rec_range *n = realloc(r->maps, nc * sizeof *n);
+      if (!n) st = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
+      else r->maps = n, cap = nc;
+    }
+    if (!st) r->maps[r->nmaps++] = (rec_range){v[0], v[1]};
+  }
+  if (!st && ferror(f)) st = tc_error(TCUDA_ERROR_IO, "%s: error reading maps_file '%s'", func, path);
+  fclose(f);
+  return st;
+}
+
 static void rec_wrap(tc_backend *w, rec_ctx *r) {
   *w = (tc_backend){.name = r->inner->name,
                     .ctx = r,
@@ -102,7 +167,7 @@ typedef struct {
   const tc_trace *tr;
   int simulate, device;
   tc_backend *sim;     /* owned (simulate) */
-  tc_backend wrap;     /* recording wrapper (GPU with record_addresses) */
+  tc_backend wrap;     /* wrapper: GPU with record_addresses, or sim with maps_file */
   rec_ctx rec;
   tc_alloc *a;
   tc_history *hist;    /* history_path: the recorder on a */
@@ -239,6 +304,7 @@ static void replay_cleanup(replay *r) {
       if (r->made[k]) cudaStreamDestroy((cudaStream_t)(uintptr_t)r->keys[k]);
   }
   if (r->rec.log) fclose(r->rec.log);
+  free(r->rec.maps);
   if (r->guard_on) tcuda_device_guard_end(&r->guard);
   free(r->keys);
   free(r->made);
@@ -260,6 +326,9 @@ static tcuda_status check_options(const char *func, const tcuda_replay_options_t
                     o->memory_fraction);
   if (o->history_path && !*o->history_path)
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: history_path is empty", func);
+  if (o->maps_file && !o->simulate)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: maps_file '%s' applies only with simulate = 1", func,
+                    o->maps_file);
   if (o->simulate && o->record_addresses)
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
                     "%s: record_addresses '%s' needs the real GPU (simulate is 1)", func, o->record_addresses);
@@ -307,6 +376,13 @@ static tcuda_status replay_run(const char *func, const tc_trace *tr, const tcuda
     if ((s = tc_backend_sim_create(&so, &r.sim))) { replay_cleanup(&r); return s; }
     be = r.sim;
     total = so.capacity;
+    if (o->maps_file) {
+      r.rec.inner = r.sim;
+      r.rec.sim = r.sim;
+      if ((s = load_maps(func, o->maps_file, &r.rec))) { replay_cleanup(&r); return s; }
+      rec_wrap(&r.wrap, &r.rec);
+      be = &r.wrap;
+    }
   } else {
     if ((s = tc_lazy_init(func)) || (s = tc_resolve_device(func, &r.device))) { replay_cleanup(&r); return s; }
     if ((s = tcuda_device_guard_begin(&r.guard, r.device))) { replay_cleanup(&r); return s; }

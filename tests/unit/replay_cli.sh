@@ -147,6 +147,31 @@ else
   bad "replay --addresses (disjoint) failed: $(cat "$tmp/err")"
 fi
 
+# expandable segments with recorded maps: each reservation starts at the next
+# recorded map, and a map that is not the recorded one is a divergence
+printf '0x10000000000 2097152\n0x20000000000 20971520 # large\n0x30000000000 2097152\n' > "$tmp/ok.maps"
+if "$cli" replay --simulate --config expandable_segments:True --maps "$tmp/ok.maps" "$data/basic.trace" \
+    > "$tmp/maps.json" 2> "$tmp/err"; then
+  python3 - "$tmp/maps.json" <<'PY' || fail=1
+import json, sys
+cps = json.load(open(sys.argv[1]))
+got = [[(g["address"], g["segment_type"], g["stream"]) for g in c["segments"]] for c in cps[:3]]
+want = [[(0x10000000000, "small", 0), (0x20000000000, "large", 0)],
+        [(0x10000000000, "small", 0), (0x20000000000, "large", 0), (0x30000000000, "small", 1)],
+        [(0x30000000000, "small", 1)]]
+if got != want:
+    print(f"FAIL: --maps placement: got {got}, want {want}"); sys.exit(1)
+PY
+else
+  bad "replay --maps failed: $(cat "$tmp/err")"
+fi
+printf '0x10000000000 2097152\n0x20000000000 41943040\n' > "$tmp/diverge.maps"
+expect_fail "replay diverged at map 2: recorded 0x20000000000 (41943040 bytes)" --simulate \
+  --config expandable_segments:True --maps "$tmp/diverge.maps" "$data/basic.trace"
+printf '0x10000000000 2097152\n0x20000000000\n' > "$tmp/bad.maps"
+expect_fail "bad.maps:2: expected 'ADDR SIZE'" --simulate --maps "$tmp/bad.maps" "$data/basic.trace"
+expect_fail "need --simulate" --maps "$tmp/ok.maps" "$data/basic.trace"
+
 # a tiny simulated device: the 3 MiB request cannot get its 20 MiB segment,
 # which counts as an OOM, and freeing that handle later is a no-op
 if "$cli" replay --simulate --va ascending --capacity $((8 << 20)) "$data/basic.trace" > "$tmp/oom.json" 2> "$tmp/err"; then
