@@ -2,11 +2,13 @@
  * complete only when told. Used by replay, what-if runs and CPU tests.
  *
  * The "driver" address model follows what was measured on an H200 with
- * driver 580 / CUDA 13.0 (allocator-and-rng.md 12.1): VA comes in chunks of
- * round_up(size, 32 MiB) placed downward; an allocation takes the lowest
- * free 2 MiB-granular range inside an existing chunk before a new chunk is
- * made; a chunk goes when its last allocation does. Best-fit ties in the
- * allocator are broken by address, so this order matters for exactness. */
+ * driver 580 / CUDA 13.0 (allocator-and-rng.md 12.1), refitted so that it
+ * predicts every cudaMalloc address of the 15 recorded non-expandable traces
+ * (548 of 548, up to the process's base). VA comes in chunks of
+ * round_up(size, 32 MiB) placed downward; an allocation goes into an
+ * existing chunk before a new chunk is made; a chunk goes when its last
+ * allocation does. Best-fit ties in the allocator are broken by address, so
+ * this order matters for exactness. */
 #include "alloc/alloc.h"
 #include <errno.h>
 #include <pthread.h>
@@ -18,14 +20,22 @@
 #define UNIT (2 * MIB)
 #define CHUNK_ROUND (32 * MIB)
 #define H200_CAPACITY 150109880320ull
-#define DRIVER_BASE 0x7f0000000000ull /* the driver's first chunk */
+/* The driver's first chunk. Its offset in 512 MiB matters (512 MiB-multiple
+ * requests are aligned to 512 MiB) and differs from process to process on
+ * the real driver; 64 MiB is the offset seen most often (4 of 15 runs). */
+#define DRIVER_BASE 0x7f0004000000ull
+#define HUGE_ALIGN (512 * MIB)
 #define ASC_BASE 0x7f0000000000ull
-#define RESERVE_BASE 0x600000000000ull /* cuMemAddressReserve region */
+/* cuMemAddressReserve, as recorded on the H200: the first reservation at
+ * 16 GiB + 32 MiB, the next at the first 32 MiB boundary after its end, a
+ * released range reused. */
+#define RESERVE_BASE 0x402000000ull
 
 typedef struct sim_chunk {
   uint64_t base, size;
   uint8_t *used; /* one byte per 2 MiB unit */
   size_t nunits, nallocs;
+  size_t next;   /* unit after the chunk's latest allocation */
   int permanent; /* held by the driver: never released */
 } sim_chunk;
 
@@ -58,20 +68,18 @@ typedef struct sim {
   uint64_t capacity, used;
   tc_sim_va va;
   sim_chunk **chunks; /* sorted by base */
-  size_t nchunks, capchunks;
+  sim_chunk **byage;  /* the same, oldest first */
+  size_t nchunks, capchunks, capbyage;
   sim_live *live;
   size_t nlive, caplive;
-  sim_range *gaps; /* released chunk ranges (> 32 MiB) open for reuse */
-  size_t ngaps, capgaps;
-  uint64_t lowmark;
-  int first_new_done, streams_first;
+  uint64_t ceiling; /* new chunks go below this... */
+  uint64_t lowmark; /* ...and below the lowest live chunk, unless a gap takes them */
   uint64_t asc_next;
   sim_range *rec; /* recorded addresses */
   size_t nrec, rec_pos;
   uint64_t rec_low, rec_high;
   sim_res *res;
   size_t nres, capres;
-  uint64_t res_next;
   uint64_t *res_bases; /* recorded reservation bases */
   size_t nres_bases, res_pos;
   uint64_t ev_seq, ev_done;
@@ -95,7 +103,9 @@ static tcuda_status host_oom(void) { return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEM
 /* ---- chunks ---- */
 
 static sim_chunk *chunk_add(sim *s, uint64_t base, uint64_t size, int permanent) {
-  if (!grow((void **)&s->chunks, &s->capchunks, s->nchunks + 1, sizeof *s->chunks)) return NULL;
+  if (!grow((void **)&s->chunks, &s->capchunks, s->nchunks + 1, sizeof *s->chunks) ||
+      !grow((void **)&s->byage, &s->capbyage, s->nchunks + 1, sizeof *s->byage))
+    return NULL;
   sim_chunk *c = (sim_chunk *)calloc(1, sizeof *c);
   if (!c || !(c->used = (uint8_t *)calloc(size / UNIT ? size / UNIT : 1, 1))) {
     free(c);
@@ -109,16 +119,25 @@ static sim_chunk *chunk_add(sim *s, uint64_t base, uint64_t size, int permanent)
   while (i < s->nchunks && s->chunks[i]->base < base) i++;
   memmove(&s->chunks[i + 1], &s->chunks[i], (s->nchunks - i) * sizeof *s->chunks);
   s->chunks[i] = c;
-  s->nchunks++;
+  s->byage[s->nchunks++] = c;
   if (base < s->lowmark) s->lowmark = base;
   return c;
 }
 
 static void chunk_remove(sim *s, sim_chunk *c) {
-  size_t i = 0;
+  size_t i = 0, j = 0;
   while (s->chunks[i] != c) i++;
-  memmove(&s->chunks[i], &s->chunks[i + 1], (s->nchunks - i - 1) * sizeof *s->chunks);
+  while (s->byage[j] != c) j++;
   s->nchunks--;
+  memmove(&s->chunks[i], &s->chunks[i + 1], (s->nchunks - i) * sizeof *s->chunks);
+  memmove(&s->byage[j], &s->byage[j + 1], (s->nchunks - j) * sizeof *s->byage);
+  /* The space below the lowest live chunk is not reused: the next new chunk
+   * goes directly below the lowest one still there. */
+  if (c->base == s->lowmark) {
+    s->lowmark = s->ceiling;
+    for (size_t k = 0; k < s->nchunks; k++)
+      if (s->chunks[k]->base < s->lowmark) s->lowmark = s->chunks[k]->base;
+  }
   free(c->used);
   free(c);
 }
@@ -134,44 +153,56 @@ static int overlaps_live(const sim *s, uint64_t addr, uint64_t size, size_t *whi
   return 0;
 }
 
-/* The driver's gap list: a released chunk of more than 32 MiB leaves a range
- * that later chunks may take; adjacent ranges join. A new chunk goes to the
- * top of the highest gap that fits (fitted to recorded H200 runs). */
-static void gap_add(sim *s, uint64_t base, uint64_t size) {
-  for (size_t i = 0; i < s->ngaps; i++) {
-    sim_range *g = &s->gaps[i];
-    if (g->base + g->size == base || base + size == g->base) {
-      uint64_t nb = g->base < base ? g->base : base;
-      uint64_t ns = g->size + size;
-      s->ngaps--;
-      memmove(g, g + 1, (s->ngaps - i) * sizeof *g);
-      gap_add(s, nb, ns);
-      return;
-    }
-  }
-  if (grow((void **)&s->gaps, &s->capgaps, s->ngaps + 1, sizeof *s->gaps)) s->gaps[s->ngaps++] = (sim_range){base, size};
+static int run_free(const sim *s, const sim_chunk *c, size_t start, size_t n) {
+  if (start + n > c->nunits) return 0;
+  for (size_t u = start; u < start + n; u++)
+    if (c->used[u]) return 0;
+  return !s->rec_pos || !overlaps_live(s, c->base + start * UNIT, n * UNIT, NULL);
 }
 
-/* Lowest free run of n units inside existing chunks, avoiding recorded
- * segments. Returns the chunk and unit index. */
+/* Room for n units inside existing chunks, newest chunk first; in a chunk,
+ * right after its latest allocation if that is free, else the lowest free
+ * run (recorded segments avoided). */
 static sim_chunk *find_in_chunks(sim *s, size_t n, size_t *unit) {
-  for (size_t ci = 0; ci < s->nchunks; ci++) {
-    sim_chunk *c = s->chunks[ci];
-    size_t run = 0;
-    for (size_t u = 0; u < c->nunits; u++) {
-      run = c->used[u] ? 0 : run + 1;
-      if (run == n) {
-        size_t start = u + 1 - n;
-        if (s->rec_pos && overlaps_live(s, c->base + start * UNIT, n * UNIT, NULL)) {
-          run = 0;
-          continue;
-        }
-        *unit = start;
+  for (size_t k = s->nchunks; k-- > 0;) {
+    sim_chunk *c = s->byage[k];
+    if (run_free(s, c, c->next, n)) {
+      *unit = c->next;
+      return c;
+    }
+    for (size_t u = 0; u + n <= c->nunits; u++)
+      if (run_free(s, c, u, n)) {
+        *unit = u;
         return c;
       }
-    }
   }
   return NULL;
+}
+
+/* Where a new chunk of csize bytes goes: at the top of the highest free gap
+ * between chunks (above the lowmark, below the ceiling) that is larger than
+ * the chunk (an exact fit was never taken), else directly below the lowest
+ * chunk. A request that is a multiple of 512 MiB gets a 512 MiB-aligned
+ * base (the driver's huge pages), which can leave a gap above it. */
+static int gap_fits(const sim *s, uint64_t lo, uint64_t hi, uint64_t csize, uint64_t align, uint64_t *base) {
+  if (hi <= lo || hi - lo <= csize) return 0;
+  *base = (hi - csize) / align * align;
+  return *base >= lo && !(s->rec_pos && overlaps_live(s, *base, csize, NULL));
+}
+
+static uint64_t place_new_chunk(const sim *s, uint64_t size, uint64_t csize) {
+  uint64_t align = size % HUGE_ALIGN ? UNIT : HUGE_ALIGN, base = 0;
+  uint64_t floor = s->lowmark;
+  if (s->rec_pos && s->rec_low / CHUNK_ROUND * CHUNK_ROUND < floor) floor = s->rec_low / CHUNK_ROUND * CHUNK_ROUND;
+  uint64_t top = s->ceiling; /* the gaps, highest first */
+  for (size_t k = s->nchunks; k-- > 0 && top > floor;) {
+    const sim_chunk *c = s->chunks[k];
+    if (c->base >= s->ceiling) continue;
+    if (gap_fits(s, c->base + c->size, top, csize, align, &base)) return base;
+    if (c->base < top) top = c->base;
+  }
+  if (gap_fits(s, floor, top, csize, align, &base)) return base;
+  return (floor - csize) / align * align;
 }
 
 static tcuda_status place_driver(sim *s, uint64_t size, uint64_t *addr, sim_chunk **owner) {
@@ -179,41 +210,14 @@ static tcuda_status place_driver(sim *s, uint64_t size, uint64_t *addr, sim_chun
   sim_chunk *c = find_in_chunks(s, n, &unit);
   if (!c) {
     uint64_t csize = (size + CHUNK_ROUND - 1) / CHUNK_ROUND * CHUNK_ROUND;
-    if (size <= UNIT) csize = 2 * CHUNK_ROUND; /* a 2 MiB request got a 64 MiB chunk (one recorded case) */
-    uint64_t floor = s->lowmark;
-    if (s->rec_pos && s->rec_low < floor) floor = s->rec_low / CHUNK_ROUND * CHUNK_ROUND;
-    uint64_t base = 0;
-    int found = 0;
-    if (!s->first_new_done) {
-      s->first_new_done = 1;
-      base = DRIVER_BASE - (s->streams_first ? 0 : 480) * MIB - csize; /* its top end */
-      if (base + csize > floor) base = floor - csize;
-      found = 1;
-    }
-    size_t best = (size_t)-1;
-    for (size_t i = 0; !found && i < s->ngaps; i++)
-      if (s->gaps[i].size >= csize && (best == (size_t)-1 || s->gaps[i].base > s->gaps[best].base)) best = i;
-    if (best != (size_t)-1) {
-      sim_range *g = &s->gaps[best];
-      base = g->base + g->size - csize;
-      if (s->rec_pos && overlaps_live(s, base, csize, NULL)) {
-        best = (size_t)-1;
-      } else {
-        g->size -= csize;
-        if (!g->size) {
-          s->ngaps--;
-          memmove(g, g + 1, (s->ngaps - best) * sizeof *g);
-        }
-        found = 1;
-      }
-    }
-    if (!found) base = floor - csize;
-    c = chunk_add(s, base, csize, 0);
+    if (size <= UNIT) csize = 2 * CHUNK_ROUND; /* a 2 MiB request got a 64 MiB chunk */
+    c = chunk_add(s, place_new_chunk(s, size, csize), csize, 0);
     if (!c) return host_oom();
     unit = 0;
   }
   memset(c->used + unit, 1, n);
   c->nallocs++;
+  c->next = unit + n;
   *addr = c->base + unit * UNIT;
   *owner = c;
   return TCUDA_SUCCESS;
@@ -286,12 +290,7 @@ static tcuda_status sim_segment_free(void *ctx, int device, uint64_t addr, uint6
   s->used -= size;
   if (c) {
     memset(c->used + (addr - c->base) / UNIT, 0, (size + UNIT - 1) / UNIT);
-    if (--c->nallocs == 0 && !c->permanent) {
-      uint64_t base = c->base, csize = c->size;
-      chunk_remove(s, c);
-      /* A released 32 MiB chunk's range was never seen reused. */
-      if (csize > CHUNK_ROUND) gap_add(s, base, csize);
-    }
+    if (--c->nallocs == 0 && !c->permanent) chunk_remove(s, c);
   }
   pthread_mutex_unlock(&s->mu);
   return TCUDA_SUCCESS;
@@ -303,6 +302,23 @@ static sim_res *res_find(sim *s, uint64_t addr, uint64_t size) {
     if (addr >= r->addr && size <= r->size && addr - r->addr <= r->size - size) return r;
   }
   return NULL;
+}
+
+static int res_overlaps(const sim *s, uint64_t a, uint64_t size) {
+  for (size_t i = 0; i < s->nres; i++)
+    if (a < s->res[i].addr + s->res[i].size && s->res[i].addr < a + size) return 1;
+  return 0;
+}
+
+/* The lowest free 32 MiB boundary from RESERVE_BASE on: right after a live
+ * reservation, or the base itself (a released range was reused). */
+static uint64_t res_place(const sim *s, uint64_t size) {
+  uint64_t best = res_overlaps(s, RESERVE_BASE, size) ? UINT64_MAX : RESERVE_BASE;
+  for (size_t i = 0; i < s->nres; i++) {
+    uint64_t a = (s->res[i].addr + s->res[i].size + CHUNK_ROUND - 1) / CHUNK_ROUND * CHUNK_ROUND;
+    if (a >= RESERVE_BASE && a < best && !res_overlaps(s, a, size)) best = a;
+  }
+  return best;
 }
 
 static tcuda_status sim_va_reserve(void *ctx, int device, uint64_t size, uint64_t *addr) {
@@ -320,14 +336,16 @@ static tcuda_status sim_va_reserve(void *ctx, int device, uint64_t size, uint64_
     if (s->res_pos < s->nres_bases) {
       a = s->res_bases[s->res_pos];
       for (size_t i = 0; i < s->nres; i++)
-        if (a < s->res[i].addr + s->res[i].size && s->res[i].addr < a + size)
+        if (a < s->res[i].addr + s->res[i].size && s->res[i].addr < a + size && !st)
           st = tc_error(TCUDA_ERROR_INVALID_STATE,
                         "replay diverged at reservation %zu: recorded base 0x%llx overlaps live reservation 0x%llx",
                         s->res_pos + 1, (unsigned long long)a, (unsigned long long)s->res[i].addr);
       if (!st) s->res_pos++;
     } else {
-      a = s->res_next;
-      s->res_next = (a + size + ((uint64_t)1 << 30)) & ~(((uint64_t)1 << 30) - 1); /* 1 GiB apart */
+      a = res_place(s, size);
+      if (a == UINT64_MAX || a + size < a)
+        st = tc_error(TCUDA_ERROR_OUT_OF_MEMORY, "sim: no virtual address range of %llu bytes left",
+                      (unsigned long long)size);
     }
     if (st) {
       free(pmap);
@@ -540,8 +558,8 @@ void tc_backend_sim_destroy(tc_backend *be) {
   }
   for (size_t i = 0; i < s->nres; i++) free(s->res[i].pmap);
   free(s->chunks);
+  free(s->byage);
   free(s->live);
-  free(s->gaps);
   free(s->rec);
   free(s->res);
   free(s->sdone);
@@ -566,18 +584,18 @@ tcuda_status tc_backend_sim_create(const tc_sim_options *opt, tc_backend **out) 
   s->capacity = opt && opt->capacity ? opt->capacity : H200_CAPACITY;
   s->va = opt ? opt->va : TC_SIM_VA_DRIVER;
   s->asc_next = ASC_BASE;
-  s->res_next = RESERVE_BASE;
-  s->lowmark = UINT64_MAX;
   tcuda_status st = TCUDA_SUCCESS;
   if (s->va == TC_SIM_VA_DRIVER) {
-    int streams_first = s->streams_first = opt && opt->streams_before_first_malloc;
+    int streams_first = opt && opt->streams_before_first_malloc;
     /* The driver's own first chunk: 8 MiB in use (6 MiB if streams were
      * created before the first cudaMalloc), and one free 2 MiB slot 66 MiB
-     * below it; the first new chunk ends 480 MiB below it. The driver
-     * chunk's size is not measured; 32 MiB is the unit. */
+     * below it, taken first; new chunks stay 480 MiB below it (right below
+     * it with streams first). The driver chunk's size is not measured;
+     * 32 MiB is the unit. */
+    s->ceiling = s->lowmark = DRIVER_BASE - (streams_first ? 0 : 480 * MIB);
     sim_chunk *c0 = chunk_add(s, DRIVER_BASE, CHUNK_ROUND, 1);
     if (!c0) st = host_oom();
-    else memset(c0->used, 1, streams_first ? 3 : 4);
+    else memset(c0->used, 1, c0->next = streams_first ? 3 : 4);
     if (!st && !streams_first && !chunk_add(s, DRIVER_BASE - 66 * MIB, UNIT, 1)) st = host_oom();
   }
   if (!st && opt && opt->addresses_path) st = load_addresses(s, opt->addresses_path);

@@ -1,10 +1,12 @@
-/* The simulated backend: the driver's address model (section 12.1), the
- * ascending model, replay of recorded addresses, capacity, the VMM calls
- * and events that complete only when told. */
+/* The simulated backend: the driver's address model (section 12.1, as
+ * refitted in backend_sim.c), the ascending model, replay of recorded
+ * addresses, capacity, the VMM calls and events that complete only when
+ * told. */
 #include "test_alloc_policy_util.h"
 #include <unistd.h>
 
-#define B 0x7f0000000000ull
+#define B 0x7f0000000000ull /* the ascending model's base */
+#define D 0x7f0004000000ull /* the driver model's first chunk */
 
 static tc_backend *mk(tc_sim_va va, uint64_t cap, const char *path, int streams_first) {
   tc_sim_options o = {cap, va, path, streams_first};
@@ -20,51 +22,84 @@ static uint64_t seg(tc_backend *be, uint64_t size) {
 }
 
 static void test_driver_model(void) {
+  /* The initial layout; an allocation goes into the newest chunk with room,
+   * right after that chunk's latest allocation. */
   tc_backend *be = mk(TC_SIM_VA_DRIVER, 0, NULL, 0);
   CHECK(!strcmp(be->name, "sim"));
-  CHECK_EQ_INT(seg(be, 2 * MiB), B - 66 * MiB);     /* the free slot below the driver's chunk */
-  CHECK_EQ_INT(seg(be, 2 * MiB), B + 8 * MiB);      /* after the driver's 8 MiB */
-  CHECK_EQ_INT(seg(be, 20 * MiB), B + 10 * MiB);    /* lowest range that fits */
-  uint64_t s4 = seg(be, 20 * MiB);                  /* nothing fits: the first new chunk */
-  CHECK_EQ_INT(s4, B - 512 * MiB);                  /* ends 480 MiB below the driver's */
-  CHECK_EQ_INT(seg(be, 20 * MiB), B - 544 * MiB);   /* directly below the lowest chunk */
-  CHECK_EQ_INT(seg(be, 2 * MiB), B - 524 * MiB);    /* small segments fill chunk tails, lowest first */
-  uint64_t s7 = seg(be, 64 * MiB);
-  CHECK_EQ_INT(s7, B - 608 * MiB);
-  CHECK_OK(be->segment_free(be->ctx, 0, s7, 64 * MiB)); /* a released > 32 MiB chunk: reusable */
-  CHECK_EQ_INT(seg(be, 32 * MiB), B - 576 * MiB);   /* top of the gap */
-  CHECK_OK(be->segment_free(be->ctx, 0, s4, 20 * MiB)); /* a 32 MiB chunk: never reused */
-  CHECK_EQ_INT(seg(be, 20 * MiB), B - 608 * MiB);   /* the rest of the gap */
-  CHECK_EQ_INT(seg(be, 20 * MiB), B - 640 * MiB);   /* then below the lowest again, not at B-512 */
-  CHECK_EQ_INT(tc_backend_sim_used(be), (2 + 2 + 20 + 20 + 2 + 32 + 20 + 20) * MiB); /* all but s4, s7 */
+  CHECK_EQ_INT(seg(be, 2 * MiB), D - 66 * MiB);      /* the free slot below the driver's chunk */
+  CHECK_EQ_INT(seg(be, 2 * MiB), D + 8 * MiB);       /* after the driver's 8 MiB */
+  CHECK_EQ_INT(seg(be, 20 * MiB), D + 10 * MiB);
+  CHECK_EQ_INT(seg(be, 20 * MiB), D - 512 * MiB);    /* nothing fits: a new chunk ends 480 MiB below D */
+  CHECK_EQ_INT(seg(be, 20 * MiB), D - 544 * MiB);    /* directly below the lowest chunk */
+  CHECK_EQ_INT(seg(be, 2 * MiB), D - 524 * MiB);     /* the newest chunk's tail */
+  CHECK_EQ_INT(seg(be, 8 * MiB), D - 522 * MiB);
+  CHECK_EQ_INT(tc_backend_sim_used(be), (2 + 2 + 20 + 20 + 20 + 2 + 8) * MiB);
   tc_backend_sim_destroy(be);
 
-  /* Two released ranges: the highest one that fits wins, not the largest. */
+  /* In a chunk, after its latest allocation even when lower space is free;
+   * the lowest free run only when that does not fit. */
   be = mk(TC_SIM_VA_DRIVER, 0, NULL, 0);
-  uint64_t g1 = seg(be, 64 * MiB), g2 = seg(be, 96 * MiB), g4 = seg(be, 128 * MiB);
-  CHECK_EQ_INT(g1, B - 544 * MiB);
-  CHECK_EQ_INT(g2, B - 640 * MiB);
-  CHECK_EQ_INT(g4, B - 768 * MiB);
-  CHECK_OK(be->segment_free(be->ctx, 0, g1, 64 * MiB));
-  CHECK_OK(be->segment_free(be->ctx, 0, g4, 128 * MiB));
-  CHECK_EQ_INT(seg(be, 40 * MiB), B - 544 * MiB);
-  CHECK_EQ_INT(seg(be, 40 * MiB), B - 704 * MiB); /* then the lower one, from its top */
+  uint64_t big = seg(be, 196 * MiB);                 /* a 224 MiB chunk */
+  CHECK_EQ_INT(big, D - 704 * MiB);
+  CHECK_EQ_INT(seg(be, 2 * MiB), D - 508 * MiB);
+  CHECK_OK(be->segment_free(be->ctx, 0, big, 196 * MiB)); /* the chunk stays for the 2 MiB */
+  CHECK_EQ_INT(seg(be, 2 * MiB), D - 506 * MiB);
+  CHECK_EQ_INT(seg(be, 24 * MiB), D - 504 * MiB);    /* the chunk's end */
+  CHECK_EQ_INT(seg(be, 2 * MiB), D - 704 * MiB);
+  tc_backend_sim_destroy(be);
+
+  /* Gaps between chunks: the highest one larger than the new chunk, from its
+   * top; an exact fit is not taken. */
+  be = mk(TC_SIM_VA_DRIVER, 0, NULL, 0);
+  uint64_t g1 = seg(be, 64 * MiB), g2 = seg(be, 96 * MiB), g3 = seg(be, 128 * MiB), g4 = seg(be, 32 * MiB);
+  CHECK_EQ_INT(g1, D - 544 * MiB);
+  CHECK_EQ_INT(g2, D - 640 * MiB);
+  CHECK_EQ_INT(g3, D - 768 * MiB);
+  CHECK_EQ_INT(g4, D - 800 * MiB);
+  CHECK_OK(be->segment_free(be->ctx, 0, g1, 64 * MiB)); /* gap of 64 MiB under the ceiling */
+  CHECK_OK(be->segment_free(be->ctx, 0, g3, 128 * MiB)); /* gap of 128 MiB */
+  CHECK_EQ_INT(seg(be, 64 * MiB), D - 704 * MiB);    /* the 128 MiB gap: 64 is an exact fit */
+  CHECK_EQ_INT(seg(be, 40 * MiB), D - 864 * MiB);    /* two exact 64 MiB gaps: below the lowest */
+  CHECK_EQ_INT(seg(be, 30 * MiB), D - 512 * MiB);    /* a 32 MiB chunk: the highest gap */
+  tc_backend_sim_destroy(be);
+
+  /* When the lowest chunk goes, the next one goes right below the lowest
+   * left, reusing the range. */
+  be = mk(TC_SIM_VA_DRIVER, 0, NULL, 0);
+  CHECK_EQ_INT(seg(be, 64 * MiB), D - 544 * MiB);
+  uint64_t low = seg(be, 32 * MiB);
+  CHECK_EQ_INT(low, D - 576 * MiB);
+  CHECK_OK(be->segment_free(be->ctx, 0, low, 32 * MiB));
+  CHECK_EQ_INT(seg(be, 32 * MiB), D - 576 * MiB);
+  tc_backend_sim_destroy(be);
+
+  /* A request that is a multiple of 512 MiB is 512 MiB-aligned; the space
+   * left above it is a gap like any other. */
+  be = mk(TC_SIM_VA_DRIVER, 0, NULL, 0);
+  uint64_t h1 = seg(be, 512 * MiB);
+  CHECK_EQ_INT(h1, (D - 480 * MiB - 512 * MiB) / (512 * MiB) * (512 * MiB));
+  CHECK_EQ_INT(seg(be, 40 * MiB), D - 544 * MiB);    /* into the gap above it */
+  uint64_t h2 = seg(be, 600 * MiB);                  /* not a multiple: right below */
+  CHECK_EQ_INT(h2, h1 - 608 * MiB);
+  uint64_t h3 = seg(be, 1024 * MiB);
+  CHECK_EQ_INT(h3, (h2 - 1024 * MiB) / (512 * MiB) * (512 * MiB));
+  CHECK(h3 != h2 - 1024 * MiB);
   tc_backend_sim_destroy(be);
 
   be = mk(TC_SIM_VA_DRIVER, 0, NULL, 1); /* streams before the first cudaMalloc */
-  CHECK_EQ_INT(seg(be, 2 * MiB), B + 6 * MiB); /* no free slot; 6 MiB in use */
-  CHECK_EQ_INT(seg(be, 14 * MiB), B + 8 * MiB);
-  CHECK_EQ_INT(seg(be, 20 * MiB), B - 32 * MiB); /* the first new chunk sits right below */
-  CHECK_EQ_INT(seg(be, 2 * MiB), B - 12 * MiB);
+  CHECK_EQ_INT(seg(be, 2 * MiB), D + 6 * MiB); /* no free slot; 6 MiB in use */
+  CHECK_EQ_INT(seg(be, 14 * MiB), D + 8 * MiB);
+  CHECK_EQ_INT(seg(be, 20 * MiB), D - 32 * MiB); /* the first new chunk sits right below */
+  CHECK_EQ_INT(seg(be, 2 * MiB), D - 12 * MiB);
   tc_backend_sim_destroy(be);
 
   /* A 2 MiB segment that needs a new chunk gets a 64 MiB one. */
   be = mk(TC_SIM_VA_DRIVER, 0, NULL, 0);
-  CHECK_EQ_INT(seg(be, 2 * MiB), B - 66 * MiB);
-  CHECK_EQ_INT(seg(be, 24 * MiB), B + 8 * MiB); /* chunk 0 is full now */
-  CHECK_EQ_INT(seg(be, 2 * MiB), B - 544 * MiB);
-  for (int i = 1; i < 32; i++) CHECK_EQ_INT(seg(be, 2 * MiB), B - 544 * MiB + (uint64_t)i * 2 * MiB);
-  CHECK_EQ_INT(seg(be, 2 * MiB), B - 608 * MiB);
+  CHECK_EQ_INT(seg(be, 2 * MiB), D - 66 * MiB);
+  CHECK_EQ_INT(seg(be, 24 * MiB), D + 8 * MiB); /* chunk 0 is full now */
+  CHECK_EQ_INT(seg(be, 2 * MiB), D - 544 * MiB);
+  for (int i = 1; i < 32; i++) CHECK_EQ_INT(seg(be, 2 * MiB), D - 544 * MiB + (uint64_t)i * 2 * MiB);
+  CHECK_EQ_INT(seg(be, 2 * MiB), D - 608 * MiB);
   tc_backend_sim_destroy(be);
 }
 
@@ -106,7 +141,7 @@ static void test_replay_addresses(void) {
   tc_backend *be = mk(TC_SIM_VA_DRIVER, 0, p, 0);
   CHECK_EQ_INT(seg(be, 2 * MiB), 0x7f1000000000ull);
   CHECK_EQ_INT(seg(be, 20 * MiB), 140737488355328ull);
-  CHECK_EQ_INT(seg(be, 2 * MiB), B - 66 * MiB); /* list done: the model */
+  CHECK_EQ_INT(seg(be, 2 * MiB), D - 66 * MiB); /* list done: the model */
   tc_backend_sim_destroy(be);
 
   /* Through the allocator: its cudaMallocs get the recorded addresses. */
@@ -167,6 +202,23 @@ static void test_vmm(void) {
   CHECK_EQ_INT(tc_backend_sim_used(be), 0);
   CHECK_OK(be->va_release(be->ctx, 0, r, 200 * MiB));
   CHECK_ERR(be->va_release(be->ctx, 0, r, 200 * MiB), TCUDA_ERROR_INVALID_POINTER, "unknown reservation");
+
+  /* The sim's own bases (measured): from 16 GiB + 32 MiB up, each at the
+   * first 32 MiB boundary after the one before; a released range is reused. */
+  const uint64_t RB = 0x402000000ull;
+  uint64_t v1 = 0, v2 = 0, v3 = 0, v4 = 0;
+  CHECK_OK(be->va_reserve(be->ctx, 0, 100 * MiB + 4096, &v1));
+  CHECK_EQ_INT(v1, RB);
+  CHECK_OK(be->va_reserve(be->ctx, 0, 40 * MiB, &v2));
+  CHECK_EQ_INT(v2, RB + 128 * MiB);
+  CHECK_OK(be->va_release(be->ctx, 0, v1, 100 * MiB + 4096));
+  CHECK_OK(be->va_reserve(be->ctx, 0, 200 * MiB, &v3)); /* does not fit below v2 */
+  CHECK_EQ_INT(v3, RB + 192 * MiB);
+  CHECK_OK(be->va_reserve(be->ctx, 0, 64 * MiB, &v4)); /* fits in v1's old range */
+  CHECK_EQ_INT(v4, RB);
+  CHECK_OK(be->va_release(be->ctx, 0, v2, 40 * MiB));
+  CHECK_OK(be->va_release(be->ctx, 0, v3, 200 * MiB));
+  CHECK_OK(be->va_release(be->ctx, 0, v4, 64 * MiB));
 
   /* Recorded reservation bases come back in order, then the sim's own. */
   const uint64_t bases[] = {0x7f5000000000ull, 0x7f5000400000ull};
