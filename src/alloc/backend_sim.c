@@ -170,13 +170,24 @@ static sim_chunk *find_in_chunks(sim *s, size_t n, size_t *unit) {
       *unit = c->next;
       return c;
     }
-    for (size_t u = 0; u + n <= c->nunits; u++)
-      if (run_free(s, c, u, n)) {
-        *unit = u;
+    size_t run = 0;
+    for (size_t u = 0; u < c->nunits; u++) {
+      run = c->used[u] ? 0 : run + 1;
+      if (run < n) continue;
+      if (run_free(s, c, u + 1 - n, n)) {
+        *unit = u + 1 - n;
         return c;
       }
+      run = 0; /* a recorded segment sits there */
+    }
   }
   return NULL;
+}
+
+static int gap_fits(const sim *s, uint64_t lo, uint64_t hi, uint64_t csize, uint64_t align, uint64_t *base) {
+  if (hi <= lo || hi - lo <= csize) return 0;
+  *base = (hi - csize) / align * align;
+  return *base >= lo && !(s->rec_pos && overlaps_live(s, *base, csize, NULL));
 }
 
 /* Where a new chunk of csize bytes goes: at the top of the highest free gap
@@ -184,12 +195,6 @@ static sim_chunk *find_in_chunks(sim *s, size_t n, size_t *unit) {
  * the chunk (an exact fit was never taken), else directly below the lowest
  * chunk. A request that is a multiple of 512 MiB gets a 512 MiB-aligned
  * base (the driver's huge pages), which can leave a gap above it. */
-static int gap_fits(const sim *s, uint64_t lo, uint64_t hi, uint64_t csize, uint64_t align, uint64_t *base) {
-  if (hi <= lo || hi - lo <= csize) return 0;
-  *base = (hi - csize) / align * align;
-  return *base >= lo && !(s->rec_pos && overlaps_live(s, *base, csize, NULL));
-}
-
 static uint64_t place_new_chunk(const sim *s, uint64_t size, uint64_t csize) {
   uint64_t align = size % HUGE_ALIGN ? UNIT : HUGE_ALIGN, base = 0;
   uint64_t floor = s->lowmark;
