@@ -17,6 +17,20 @@ int cmd_demo(int argc, char **argv) {
   printf("  current device %d: %s\n", d, name);
   if (tcuda_device_selftest(d)) return cli_fail("demo");
   printf("  libtcuda kernel ran on device %d\n", d);
+  tcuda_stream_t s;
+  void *p = NULL;
+  int64_t allocated = 0;
+  if (tcuda_stream_from_pool(d, 0, &s) || tcuda_malloc_on(&p, 3 << 20, d, s) ||
+      tcuda_memory_allocated(d, &allocated))
+    return cli_fail("demo");
+  printf("  3 MiB from the caching allocator on pool stream %lld: memory_allocated = %lld bytes\n",
+         (long long)s.id, (long long)allocated);
+  if (tcuda_free(p) || tcuda_memory_allocated(d, &allocated)) return cli_fail("demo");
+  printf("  freed (cached for reuse): memory_allocated = %lld bytes\n", (long long)allocated);
+  char *summary = NULL;
+  if (tcuda_memory_summary(d, 1, &summary)) return cli_fail("demo");
+  fputs(summary, stdout);
+  tcuda_string_free(summary);
   tcuda_status s = tcuda_set_device(tcuda_device_count());
   printf("  set_device(out of range) -> %s: %s\n", tcuda_status_name(s), tcuda_last_error());
   return 0;
