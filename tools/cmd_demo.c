@@ -17,14 +17,14 @@ int cmd_demo(int argc, char **argv) {
   printf("  current device %d: %s\n", d, name);
   if (tcuda_device_selftest(d)) return cli_fail("demo");
   printf("  libtcuda kernel ran on device %d\n", d);
-  tcuda_stream_t s;
+  tcuda_stream_t stream;
   void *p = NULL;
   int64_t allocated = 0;
-  if (tcuda_stream_from_pool(d, 0, &s) || tcuda_malloc_on(&p, 3 << 20, d, s) ||
+  if (tcuda_stream_from_pool(d, 0, &stream) || tcuda_malloc_on(&p, 3 << 20, d, stream) ||
       tcuda_memory_allocated(d, &allocated))
     return cli_fail("demo");
   printf("  3 MiB from the caching allocator on pool stream %lld: memory_allocated = %lld bytes\n",
-         (long long)s.id, (long long)allocated);
+         (long long)stream.id, (long long)allocated);
   if (tcuda_free(p) || tcuda_memory_allocated(d, &allocated)) return cli_fail("demo");
   printf("  freed (cached for reuse): memory_allocated = %lld bytes\n", (long long)allocated);
   char *summary = NULL;
