@@ -6,6 +6,10 @@
         with tcuda.stream(s):
             p = tcuda.caching_allocator_alloc(1 << 20)
         print(tcuda.memory_summary())
+        g = tcuda.CUDAGraph()
+        with tcuda.graph(g):
+            tcuda.uniform_(static_buffer)   # torch, CuPy, ... tensor made before
+        g.replay()
 
 Names and signatures follow torch.cuda; see docs/python.md for the
 differences (tensors are DLPack objects, RNG states are bytes). Errors
@@ -18,16 +22,19 @@ from ._device import (can_device_access_peer, current_device, device, device_cou
                       is_available, is_initialized, mem_get_info, set_device, synchronize, unavailable_reason)
 from .streams import (Event, ExternalStream, Stream, StreamContext, current_stream, default_stream, set_stream,
                       stream)
-from .memory import (caching_allocator_alloc, caching_allocator_delete, empty_cache, get_allocator_settings,
-                     get_per_process_memory_fraction, max_memory_allocated, max_memory_cached, max_memory_reserved,
-                     memory_allocated, memory_cached, memory_reserved, memory_snapshot, memory_stats,
-                     memory_stats_as_nested_dict, memory_summary, reset_accumulated_memory_stats,
-                     reset_max_memory_allocated, reset_max_memory_cached, reset_peak_memory_stats,
+from .memory import (caching_allocator_alloc, caching_allocator_delete, empty_cache, empty_host_cache,
+                     get_allocator_settings, get_per_process_memory_fraction, host_alloc, host_empty_cache, host_free,
+                     host_memory_stats, host_memory_stats_as_nested_dict, host_record_stream, max_memory_allocated,
+                     max_memory_cached, max_memory_reserved, memory_allocated, memory_cached, memory_reserved,
+                     memory_snapshot, memory_stats, memory_stats_as_nested_dict, memory_summary,
+                     reset_accumulated_host_memory_stats, reset_accumulated_memory_stats, reset_max_memory_allocated,
+                     reset_max_memory_cached, reset_peak_host_memory_stats, reset_peak_memory_stats,
                      set_allocator_settings, set_per_process_memory_fraction)
 from .random import (Generator, default_generator, get_rng_state, get_rng_state_all, initial_seed, manual_seed,
                      manual_seed_all, normal_, random_, seed, seed_all, set_rng_state, set_rng_state_all, uniform_)
+from .graphs import CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
 from ._dlpack import Tensor
-from . import comm, interop, memory, nvtx, random, streams
+from . import comm, graphs, interop, memory, nvtx, random, streams
 
 __version__ = "0.1.0"
 

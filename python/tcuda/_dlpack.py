@@ -9,7 +9,7 @@ dtypes it can describe, __cuda_array_interface__.
 import ctypes
 from ctypes import POINTER, Structure, c_char_p, c_int, c_int32, c_int64, c_uint8, c_uint16, c_uint64, c_void_p
 
-from ._lib import StreamT, check, lib
+from ._lib import DeviceGuardT, StreamT, check, lib
 
 kDLCPU, kDLCUDA, kDLCUDAHost, kDLCUDAManaged = 1, 2, 3, 13
 _CUDA_TYPES = (kDLCUDA, kDLCUDAManaged)
@@ -67,6 +67,22 @@ def _stream_arg(device):
     return 1 if not st.handle else st.handle  # 1: the legacy default stream
 
 
+def _capturing(device):
+    """Is tcuda's current stream on device capturing a graph? Then no
+    cross-stream wait may be added: CUDA rejects waiting inside a capture on
+    an event recorded outside it, and the capture would be lost."""
+    if not lib.tcuda_is_initialized():
+        return False
+    g = DeviceGuardT()
+    check(lib.tcuda_device_guard_begin(ctypes.byref(g), device))
+    try:
+        c = c_int()
+        check(lib.tcuda_is_current_stream_capturing(ctypes.byref(c)))
+        return bool(c.value)
+    finally:
+        check(lib.tcuda_device_guard_end(ctypes.byref(g)))
+
+
 def _raw_stream(value):
     """A DLPack / CAI stream integer as a cudaStream_t (None: no sync)."""
     if value is None or value == -1:
@@ -100,7 +116,9 @@ class Borrowed:
 
     def _from_dlpack(self, obj, sync):
         dev_type, dev_id = obj.__dlpack_device__()
-        if sync and dev_type in _CUDA_TYPES:
+        if sync and dev_type in _CUDA_TYPES and _capturing(int(dev_id)):
+            cap = obj.__dlpack__(stream=-1)  # DLPack's "no synchronization"
+        elif sync and dev_type in _CUDA_TYPES:
             cap = obj.__dlpack__(stream=_stream_arg(int(dev_id)))
         else:
             cap = obj.__dlpack__()
@@ -135,7 +153,7 @@ class Borrowed:
         self._keep += [t, shp]
         self.address = ctypes.addressof(t)
         stream = _raw_stream(cai.get("stream")) if sync and cai.get("version", 0) >= 3 else None
-        if stream is not None:
+        if stream is not None and not _capturing(dev.value):
             # The producer's work on `stream` must finish before tcuda's stream reads the data.
             mine, other = StreamT(), StreamT()
             check(lib.tcuda_current_stream(dev.value, ctypes.byref(mine)))

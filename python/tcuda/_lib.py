@@ -10,7 +10,8 @@ import os
 from ctypes import (POINTER, Structure, c_char, c_char_p, c_double, c_float, c_int, c_int64, c_size_t,
                     c_ssize_t, c_ubyte, c_uint, c_uint64, c_void_p)
 
-__all__ = ["lib", "library_path", "TcudaError", "OutOfMemoryError", "check", "StreamT", "StatT"]
+__all__ = ["lib", "library_path", "TcudaError", "OutOfMemoryError", "check", "StreamT", "StatT", "HostMemoryStatsT",
+           "GraphPoolT", "GraphScopeT"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -142,6 +143,24 @@ class StatT(Structure):
     _fields_ = [("current", c_int64), ("peak", c_int64), ("allocated", c_int64), ("freed", c_int64)]
 
 
+class DurationStatT(Structure):
+    _fields_ = [("total", c_int64), ("max", c_int64), ("min", c_int64), ("count", c_int64), ("avg", c_double)]
+
+
+class HostMemoryStatsT(Structure):
+    _fields_ = [("allocation", StatT), ("segment", StatT), ("allocated_bytes", StatT), ("reserved_bytes", StatT),
+                ("host_alloc_time", DurationStatT), ("host_free_time", DurationStatT),
+                ("num_host_alloc", c_int64), ("num_host_free", c_int64)]
+
+
+class GraphPoolT(Structure):
+    _fields_ = [("id", c_uint64 * 2)]
+
+
+class GraphScopeT(Structure):
+    _fields_ = [("graph", c_void_p), ("guard", StreamGuardT), ("active", c_int)]
+
+
 P = POINTER
 S = c_int  # tcuda_status
 
@@ -219,6 +238,14 @@ _PROTOTYPES = {
     "tcuda_memory_snapshot_json": (S, [P(c_void_p)]),
     "tcuda_allocator_set_config": (S, [c_char_p]),
     "tcuda_allocator_get_config": (S, [P(c_void_p)]),
+    # pinned host memory
+    "tcuda_host_alloc": (S, [P(c_void_p), c_size_t]),
+    "tcuda_host_free": (S, [c_void_p]),
+    "tcuda_host_record_stream": (S, [c_void_p, StreamT]),
+    "tcuda_host_empty_cache": (S, []),
+    "tcuda_host_memory_stats": (S, [P(HostMemoryStatsT)]),
+    "tcuda_host_reset_peak_memory_stats": (S, []),
+    "tcuda_host_reset_accumulated_memory_stats": (S, []),
     # interop entry points (resolved for their addresses)
     "tcuda_torch_malloc": (c_void_p, [c_ssize_t, c_int, c_void_p]),
     "tcuda_torch_free": (None, [c_void_p, c_ssize_t, c_int, c_void_p]),
@@ -263,6 +290,24 @@ _PROTOTYPES = {
     "tcuda_comm_scatter_out": (S, [c_void_p, P(c_void_p), c_size_t, c_int64, P(P(StreamT))]),
     "tcuda_comm_gather": (S, [P(c_void_p), c_size_t, c_int64, c_int, P(c_void_p)]),
     "tcuda_comm_gather_out": (S, [P(c_void_p), c_size_t, c_int64, c_void_p]),
+    # CUDA graphs (graph handles are opaque pointers)
+    "tcuda_graph_capture_mode_from_name": (S, [c_char_p, P(c_int)]),
+    "tcuda_graph_create": (S, [P(c_void_p)]),
+    "tcuda_graph_destroy": (S, [c_void_p]),
+    "tcuda_graph_capture_begin": (S, [c_void_p, P(GraphPoolT), c_int]),
+    "tcuda_graph_capture_end": (S, [c_void_p]),
+    "tcuda_graph_replay": (S, [c_void_p, P(StreamT)]),
+    "tcuda_graph_reset": (S, [c_void_p]),
+    "tcuda_graph_pool": (S, [c_void_p, P(GraphPoolT)]),
+    "tcuda_graph_num_nodes": (S, [c_void_p, P(c_size_t)]),
+    "tcuda_graph_exec_handle": (c_void_p, [c_void_p]),
+    "tcuda_graph_enable_debug_mode": (None, []),
+    "tcuda_graph_debug_dump": (S, [c_void_p, c_char_p]),
+    "tcuda_graph_register_generator": (S, [c_void_p, c_void_p]),
+    "tcuda_graph_pool_handle": (S, [P(GraphPoolT)]),
+    "tcuda_is_current_stream_capturing": (S, [P(c_int)]),
+    "tcuda_graph_capture_scope_begin": (S, [P(GraphScopeT), c_void_p, P(GraphPoolT), P(StreamT), c_int]),
+    "tcuda_graph_capture_scope_end": (S, [P(GraphScopeT)]),
     # NVTX
     "tcuda_nvtx_range_push": (c_int, [c_char_p]),
     "tcuda_nvtx_range_pop": (c_int, []),

@@ -8,14 +8,17 @@ import json
 from ctypes import byref, c_double, c_int64, c_void_p
 
 from ._device import _device_index
-from ._lib import check, lib, take_string
+from ._lib import HostMemoryStatsT, check, lib, take_string
 
 __all__ = ["memory_stats", "memory_stats_as_nested_dict", "memory_summary", "memory_snapshot",
            "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
            "memory_cached", "max_memory_cached", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
            "reset_max_memory_allocated", "reset_max_memory_cached", "empty_cache",
            "set_per_process_memory_fraction", "get_per_process_memory_fraction", "caching_allocator_alloc",
-           "caching_allocator_delete", "record_stream", "set_allocator_settings", "get_allocator_settings"]
+           "caching_allocator_delete", "record_stream", "set_allocator_settings", "get_allocator_settings",
+           "host_memory_stats", "host_memory_stats_as_nested_dict", "reset_peak_host_memory_stats",
+           "reset_accumulated_host_memory_stats", "host_empty_cache", "empty_host_cache", "host_alloc", "host_free",
+           "host_record_stream"]
 
 
 def memory_stats(device=None):
@@ -130,3 +133,83 @@ def get_allocator_settings():
     check(lib.tcuda_allocator_get_config(byref(out)))
     return take_string(out)
 
+
+# ---- pinned host memory (PyTorch's caching host allocator) ----
+
+# torch >= 2.10 key -> field of tcuda_host_memory_stats_t. The C names are
+# torch 2.7-2.9's; torch renamed them, and "allocated_bytes" changed meaning:
+# it is now the pool's bytes (tcuda's reserved_bytes), not the handed-out ones.
+_HOST_STAT_KEYS = (("allocations", "segment"), ("allocated_bytes", "reserved_bytes"),
+                   ("active_requests", "allocation"), ("active_bytes", "allocated_bytes"))
+
+
+def host_memory_stats_as_nested_dict():
+    s = HostMemoryStatsT()
+    check(lib.tcuda_host_memory_stats(byref(s)))
+    out = {}
+    for key, field in _HOST_STAT_KEYS:
+        st = getattr(s, field)
+        out[key] = {"current": st.current, "peak": st.peak, "allocated": st.allocated, "freed": st.freed}
+    for key in ("host_alloc_time", "host_free_time"):
+        d = getattr(s, key)
+        out[key] = {"total": d.total, "max": d.max, "min": d.min, "count": d.count, "avg": d.avg}
+    out["num_host_alloc"] = s.num_host_alloc
+    out["num_host_free"] = s.num_host_free
+    return out
+
+
+def host_memory_stats():
+    """torch.cuda.host_memory_stats(): an OrderedDict with torch 2.10+'s dotted
+    keys, sorted. allocations / allocated_bytes: the pinned blocks the cache
+    owns (in use or cached); active_requests / active_bytes: blocks handed out
+    and not yet reusable; num_host_alloc / num_host_free: cudaHostAlloc /
+    cudaFreeHost calls; host_alloc_time / host_free_time: their durations in
+    microseconds. Peaks are exact (torch sums per-size peaks for the active
+    stats). Works without CUDA (all zero)."""
+    flat = []
+
+    def walk(prefix, obj):
+        for k, v in obj.items():
+            if isinstance(v, dict):
+                walk(prefix + k + ".", v)
+            else:
+                flat.append((prefix + k, v))
+    walk("", host_memory_stats_as_nested_dict())
+    return collections.OrderedDict(sorted(flat))
+
+
+def reset_peak_host_memory_stats():
+    check(lib.tcuda_host_reset_peak_memory_stats())
+
+
+def reset_accumulated_host_memory_stats():
+    check(lib.tcuda_host_reset_accumulated_memory_stats())
+
+
+def host_empty_cache():
+    """Give every reusable cached pinned block back to CUDA (torch:
+    torch._C._host_emptyCache, torch.accelerator.memory.empty_host_cache)."""
+    check(lib.tcuda_host_empty_cache())
+
+
+empty_host_cache = host_empty_cache
+
+
+def host_alloc(size):
+    """Page-locked host memory from the cache, as an int address (0 for size
+    0); what torch.empty(..., pin_memory=True) takes from torch's cache."""
+    p = c_void_p()
+    check(lib.tcuda_host_alloc(byref(p), int(size)))
+    return p.value or 0
+
+
+def host_free(ptr):
+    """Return a host_alloc block; reused once the streams named in
+    host_record_stream are done with it."""
+    check(lib.tcuda_host_free(int(ptr) or None))
+
+
+def host_record_stream(ptr, stream):
+    """Work on `stream` uses the host_alloc block at ptr (torch records this
+    on every non_blocking copy from pinned memory)."""
+    check(lib.tcuda_host_record_stream(int(ptr) or None, stream._s))
