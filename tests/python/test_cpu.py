@@ -67,6 +67,8 @@ def test_calls_that_need_cuda_raise_not_available():
     _raises(lambda: tcuda.get_rng_state(), na, "tcuda_get_rng_state")
     _raises(lambda: tcuda.Generator(), na, "tcuda_generator_create")
     _raises(lambda: tcuda.Event.from_ipc_handle(0, b"x" * 64), na, "tcuda_event_from_ipc_handle")
+    _raises(lambda: tcuda.host_alloc(1), na, "tcuda_host_alloc")
+    _raises(lambda: tcuda.CUDAGraph().capture_begin(), na, "tcuda_graph_capture_begin")
     with pytest.raises(tcuda.TcudaError):
         with tcuda.device(0):
             pass
@@ -152,6 +154,98 @@ def test_nvtx():
     rid = tcuda.nvtx.range_start("r")
     tcuda.nvtx.range_end(rid)
     _raises(lambda: tcuda.nvtx.range_end(rid), "TCUDA_ERROR_INVALID_ARGUMENT", "is not an open range")
+
+
+_HOST_KEYS = sorted("%s.%s" % (k, m) for k in ("allocations", "allocated_bytes", "active_requests", "active_bytes")
+                    for m in ("current", "peak", "allocated", "freed")) + \
+    sorted("%s.%s" % (k, m) for k in ("host_alloc_time", "host_free_time")
+           for m in ("total", "max", "min", "count", "avg")) + ["num_host_alloc", "num_host_free"]
+
+
+def test_host_memory_stats_keys_are_torchs():
+    st = tcuda.host_memory_stats()
+    assert list(st) == sorted(_HOST_KEYS)   # torch 2.10+'s names, sorted as torch's OrderedDict
+    nested = tcuda.host_memory_stats_as_nested_dict()
+    assert set(nested) == {"allocations", "allocated_bytes", "active_requests", "active_bytes",
+                           "host_alloc_time", "host_free_time", "num_host_alloc", "num_host_free"}
+    assert nested["allocations"]["current"] == st["allocations.current"]
+    assert tcuda.memory.host_memory_stats is tcuda.host_memory_stats
+    assert tcuda.empty_host_cache is tcuda.host_empty_cache
+
+
+@gpu_absent
+def test_host_memory_without_gpu():
+    assert all(v == 0 for v in tcuda.host_memory_stats().values())
+    tcuda.reset_peak_host_memory_stats()
+    tcuda.reset_accumulated_host_memory_stats()
+    tcuda.host_empty_cache()
+    tcuda.host_free(0)                   # like free(NULL)
+    _raises(lambda: tcuda.host_alloc(4096), "TCUDA_ERROR_NOT_AVAILABLE", "tcuda_host_alloc", "CUDA is not available")
+    assert tcuda.host_alloc(0) == 0      # torch: no block for 0 bytes
+    assert all(v == 0 for v in tcuda.host_memory_stats().values())
+
+
+def test_host_memory_bad_pointers():
+    _raises(lambda: tcuda.host_free(0x12345), "TCUDA_ERROR_INVALID_POINTER", "tcuda_host_free",
+            "is not a tcuda host allocation")
+
+
+def test_graph_objects_and_tokens_without_capture():
+    g = tcuda.CUDAGraph()
+    _raises(g.replay, "TCUDA_ERROR_INVALID_STATE", "tcuda_graph_replay",
+            "Called CUDAGraph::replay without a preceding successful capture.")
+    _raises(g.pool, "TCUDA_ERROR_INVALID_STATE", "CUDAGraph::pool without a preceding successful capture")
+    _raises(lambda: g.debug_dump("/nonexistent/g.dot"), "TCUDA_ERROR_INVALID_STATE", "CUDAGraph::debug_dump")
+    _raises(g.capture_end, "TCUDA_ERROR_INVALID_STATE", "capture_end() called before capture_begin().")
+    _raises(g.num_nodes, "TCUDA_ERROR_INVALID_STATE")
+    assert g.raw_cuda_graph_exec() == 0
+    g.reset()                            # no-op on an empty graph, as torch
+    a, b = tcuda.graph_pool_handle(), tcuda.graph_pool_handle()
+    assert a[0] == 0 and b[0] == 0 and b[1] > a[1] > 0   # torch's (0, uid) user pools
+    del g
+
+
+def test_graph_argument_errors_carry_tcudas_message():
+    g = tcuda.CUDAGraph()
+    msg = "Unknown capture error mode. Expected `global`, `thread_local`, or `relaxed`, got bogus"
+    _raises(lambda: g.capture_begin(capture_error_mode="bogus"), "TCUDA_ERROR_INVALID_ARGUMENT", msg)
+    _raises(lambda: tcuda.graph(g, capture_error_mode="bogus"), "TCUDA_ERROR_INVALID_ARGUMENT", msg)
+    _raises(lambda: g.capture_begin(pool=(1, 1)), "TCUDA_ERROR_INVALID_ARGUMENT", "not a pool token")
+    _raises(lambda: g.capture_begin(pool=(0, 1 << 40)), "TCUDA_ERROR_INVALID_ARGUMENT",
+            "was not made by tcuda_graph_pool_handle")
+    with pytest.raises(TypeError, match="pair of ints"):
+        g.capture_begin(pool="x")
+    with pytest.raises(NotImplementedError):
+        tcuda.CUDAGraph(keep_graph=True)
+    with pytest.raises(NotImplementedError, match="make_graphed_callables"):
+        tcuda.make_graphed_callables(lambda x: x, (1,))
+
+
+@gpu_absent
+def test_graph_capture_without_gpu():
+    assert tcuda.is_current_stream_capturing() is False   # torch: False, no CUDA init
+    g = tcuda.CUDAGraph()
+    _raises(g.capture_begin, "TCUDA_ERROR_NOT_AVAILABLE", "tcuda_graph_capture_begin")
+    with pytest.raises(tcuda.TcudaError) as ei:
+        with tcuda.graph(g):
+            pytest.fail("the body must not run when the capture cannot start")
+    assert ei.value.name == "TCUDA_ERROR_NOT_AVAILABLE" and "tcuda_graph_capture_scope_begin" in str(ei.value)
+    _raises(g.replay, "TCUDA_ERROR_INVALID_STATE")       # the failed begin left nothing behind
+    g.enable_debug_mode()                                # process-wide flag; no CUDA needed
+
+
+def test_graph_exit_keeps_the_users_exception(monkeypatch):
+    # An exception inside `with graph(...)` must not be replaced by the
+    # capture's own failure; a clean exit must raise it.
+    from tcuda import graphs
+    g = tcuda.CUDAGraph()
+    cm = tcuda.graph(g)
+    monkeypatch.setattr(graphs.lib, "tcuda_graph_capture_scope_end", lambda sc: 3)
+    cm._scope = tcuda._lib.GraphScopeT()
+    assert cm.__exit__(ValueError, ValueError("mine"), None) is False
+    cm._scope = tcuda._lib.GraphScopeT()
+    with pytest.raises(tcuda.TcudaError):
+        cm.__exit__(None, None, None)
 
 
 def test_rng_state_arguments():
