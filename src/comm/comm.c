@@ -13,6 +13,7 @@
 #include "stream/stream.h"
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,18 +145,20 @@ static tcuda_status wait_stream(tcuda_stream_t waiter, tcuda_stream_t other) {
   return tcuda_stream_wait_stream(waiter, other);
 }
 
-static atomic_int g_blocks[TC_MAX_DEVICES];
-/* Enough 512-thread blocks to fill the device (4 per SM). */
-static int blocks_for(int dev) {
-  int b = atomic_load_explicit(&g_blocks[dev], memory_order_relaxed);
-  if (!b) {
-    int sm = 0;
-    if (cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sm <= 0) sm = 32;
-    b = sm * 4;
-    atomic_store_explicit(&g_blocks[dev], b, memory_order_relaxed);
+static atomic_int g_sms[TC_MAX_DEVICES];
+static int sm_count(int dev) {
+  int n = atomic_load_explicit(&g_sms[dev], memory_order_relaxed);
+  if (!n) {
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) {
+      (void)cudaGetLastError();
+      n = 32;
+    }
+    atomic_store_explicit(&g_sms[dev], n, memory_order_relaxed);
   }
-  return b;
+  return n;
 }
+/* Enough 512-thread blocks to fill the device (4 per SM). */
+static int blocks_for(int dev) { return sm_count(dev) * 4; }
 
 static pthread_mutex_t g_peer_mu = PTHREAD_MUTEX_INITIALIZER;
 static signed char g_peer[TC_MAX_DEVICES][TC_MAX_DEVICES]; /* 0 unknown, 1 enabled, -1 not possible */
@@ -183,28 +186,91 @@ static int peer_ok(int dev, int peer) {
 }
 
 enum { ENG_AUTO, ENG_NCCL, ENG_COPY };
+/* How one contiguous GPU-to-GPU copy moves its bytes (TCUDA_COMM_P2P):
+ * push/pull are SM kernels on the source/destination; ce* are copy
+ * engines, split over streams of the source (ceN) or of both ends (cexN);
+ * the mixed ones split the bytes between two engines at once. */
+enum { P2P_KERNEL, P2P_PULL, P2P_PUSHPULL, P2P_CE, P2P_CE2, P2P_CE4, P2P_CEX2, P2P_CEX4, P2P_CEKERNEL, P2P_CEPULL };
+static const char *const g_p2p_names[] = {"kernel", "pull",  "pushpull", "ce",       "ce2",
+                                          "ce4",    "cex2",  "cex4",     "cekernel", "cepull"};
+/* How reduce_add brings a peer's input to the destination (TCUDA_COMM_REDUCE):
+ * fused: one kernel on the destination reads the peer over NVLink and adds;
+ * push: the kernel runs on the peer instead, reading the destination's
+ * partial sum and writing the result over NVLink; mix: both, split;
+ * copy: peer copy (TCUDA_COMM_P2P) into a buffer, then a local add;
+ * pipe: the same in chunks, copy of one overlapping the add of another. */
+enum { RED_AUTO, RED_FUSED, RED_PUSH, RED_MIX, RED_COPY, RED_PIPE };
+static const char *const g_red_names[] = {"auto", "fused", "push", "mix", "copy", "pipe"};
 typedef struct {
   int engine;
-  int ce; /* peer copies on copy engines */
+  int ce;   /* peer copies outside the bulk paths go by copy engines */
+  int p2p;  /* P2P_* */
+  int red;  /* RED_* */
+  int bpsm, threads, unroll; /* kernel launch shape; 0: defaults */
+  int split;  /* percent of bytes on the first engine of a mixed mode */
+  int chunks; /* pipe */
 } tc_opts;
 
-static tcuda_status get_opts(const char *func, tc_opts *o) {
-  const char *e = getenv("TCUDA_COMM_ENGINE"), *p = getenv("TCUDA_COMM_P2P");
-  o->engine = ENG_AUTO;
-  o->ce = 0;
-  if (e && *e) {
-    if (!strcmp(e, "nccl")) o->engine = ENG_NCCL;
-    else if (!strcmp(e, "copy")) o->engine = ENG_COPY;
-    else if (strcmp(e, "auto"))
-      return tc_error(TCUDA_ERROR_CONFIG, "%s: TCUDA_COMM_ENGINE: unknown value '%s' (expected auto, nccl or copy)",
-                      func, e);
+static tcuda_status env_choice(const char *func, const char *var, const char *const *names, int n, int *out) {
+  const char *v = getenv(var);
+  if (!v || !*v) return TCUDA_SUCCESS;
+  char list[160] = "";
+  for (int i = 0; i < n; i++) {
+    if (!strcmp(v, names[i])) {
+      *out = i;
+      return TCUDA_SUCCESS;
+    }
+    size_t l = strlen(list);
+    snprintf(list + l, sizeof list - l, "%s%s", i ? ", " : "", names[i]);
   }
-  if (p && *p) {
-    if (!strcmp(p, "ce")) o->ce = 1;
-    else if (strcmp(p, "kernel"))
-      return tc_error(TCUDA_ERROR_CONFIG, "%s: TCUDA_COMM_P2P: unknown value '%s' (expected kernel or ce)", func, p);
-  }
+  return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: unknown value '%s' (expected %s)", func, var, v, list);
+}
+
+/* An integer option in [lo, hi]; pow2: also a power of two. */
+static tcuda_status env_int(const char *func, const char *var, long lo, long hi, int pow2, int *out) {
+  const char *v = getenv(var);
+  if (!v || !*v) return TCUDA_SUCCESS;
+  char *end;
+  long x = strtol(v, &end, 10);
+  if (*end || end == v || x < lo || x > hi || (pow2 && (x & (x - 1))))
+    return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: bad value '%s' (expected %s from %ld to %ld)", func, var, v,
+                    pow2 ? "a power of two" : "an integer", lo, hi);
+  *out = (int)x;
   return TCUDA_SUCCESS;
+}
+
+static tcuda_status get_opts(const char *func, tc_opts *o) {
+  static const char *const engines[] = {"auto", "nccl", "copy"};
+  memset(o, 0, sizeof *o);
+  o->split = 50;
+  o->chunks = 4;
+  tcuda_status st = env_choice(func, "TCUDA_COMM_ENGINE", engines, 3, &o->engine);
+  if (!st) st = env_choice(func, "TCUDA_COMM_P2P", g_p2p_names, (int)(sizeof g_p2p_names / sizeof *g_p2p_names), &o->p2p);
+  if (!st) st = env_choice(func, "TCUDA_COMM_REDUCE", g_red_names, (int)(sizeof g_red_names / sizeof *g_red_names), &o->red);
+  if (!st) st = env_int(func, "TCUDA_COMM_BLOCKS_PER_SM", 1, 32, 0, &o->bpsm);
+  if (!st) st = env_int(func, "TCUDA_COMM_THREADS", 64, 1024, 1, &o->threads);
+  if (!st) st = env_int(func, "TCUDA_COMM_SPLIT", 1, 99, 0, &o->split);
+  if (!st) st = env_int(func, "TCUDA_COMM_CHUNKS", 2, 64, 0, &o->chunks);
+  if (!st && (st = env_int(func, "TCUDA_COMM_UNROLL", 1, 12, 0, &o->unroll)) == TCUDA_SUCCESS && o->unroll &&
+      o->unroll != 1 && o->unroll != 2 && o->unroll != 4 && o->unroll != 8 && o->unroll != 12)
+    st = tc_error(TCUDA_ERROR_CONFIG, "%s: TCUDA_COMM_UNROLL: bad value '%d' (expected 1, 2, 4, 8 or 12)", func,
+                  o->unroll);
+  if (!st && o->threads > 512 && o->unroll > 4)
+    st = tc_error(TCUDA_ERROR_CONFIG, "%s: TCUDA_COMM_THREADS: %d threads with TCUDA_COMM_UNROLL=%d (at most 512 "
+                  "threads above 4)", func, o->threads, o->unroll);
+  o->ce = o->p2p >= P2P_CE && o->p2p <= P2P_CEX4;
+  return st;
+}
+
+/* Launch shape of the bulk kernels on dev: one wave of resident blocks. */
+static tc_k_cfg kcfg(const tc_opts *o, int dev) {
+  tc_k_cfg c;
+  c.threads = o->threads ? o->threads : 512;
+  int bpsm = o->bpsm ? o->bpsm : 4;
+  if (bpsm * c.threads > 2048) bpsm = 2048 / c.threads;
+  c.blocks = sm_count(dev) * bpsm;
+  c.unroll = o->unroll;
+  return c;
 }
 
 /* PyTorch's nccl::is_available: CUDA, dense and contiguous, unique devices. */
@@ -301,22 +367,99 @@ static tcuda_status launch_strided(const char *func, tcuda_stream_t s, char *dst
   return e ? tc_cuda_error((cudaError_t)e, func, "tc_k_strided") : TCUDA_SUCCESS;
 }
 
+/* One GPU-to-GPU copy as lanes (TCUDA_COMM_P2P), each an engine with a
+ * share of the bytes on its own stream, forked from s and joined back into
+ * it, so that to the caller it is one copy on s. */
+enum { LANE_PUSH, LANE_PULL, LANE_CE };
+typedef struct {
+  int kind, dev, pct;
+  tcuda_stream_t s;
+} tc_lane;
+
+static int p2p_lanes(const tc_opts *o, int sdev, int ddev, int sdef, tc_lane *l) {
+  int n = 0, sp = o->split;
+#define LANE(k, d, p) (l[n].kind = (k), l[n].dev = (d), l[n].pct = (p), n++)
+  switch (o->p2p) {
+  case P2P_PULL: LANE(LANE_PULL, ddev, 100); break;
+  case P2P_PUSHPULL: LANE(LANE_PUSH, sdev, sp); LANE(LANE_PULL, ddev, 100 - sp); break;
+  case P2P_CE: LANE(LANE_CE, sdef, 100); break;
+  case P2P_CE2: LANE(LANE_CE, sdev, 50); LANE(LANE_CE, sdev, 50); break;
+  case P2P_CE4: for (int i = 0; i < 4; i++) LANE(LANE_CE, sdev, 25); break;
+  case P2P_CEX2: LANE(LANE_CE, sdev, 50); LANE(LANE_CE, ddev, 50); break;
+  case P2P_CEX4: for (int i = 0; i < 4; i++) LANE(LANE_CE, i & 1 ? ddev : sdev, 25); break;
+  case P2P_CEKERNEL: LANE(LANE_CE, sdev, sp); LANE(LANE_PUSH, sdev, 100 - sp); break;
+  case P2P_CEPULL: LANE(LANE_CE, sdev, sp); LANE(LANE_PULL, ddev, 100 - sp); break;
+  default: LANE(LANE_PUSH, sdev, 100); break;
+  }
+#undef LANE
+  /* a kernel needs peer access from where it runs; else the copy engines
+   * (from the same device: a CE lane may run on either end) */
+  for (int i = 0; i < n; i++)
+    if (l[i].kind != LANE_CE && !peer_ok(l[i].dev, l[i].kind == LANE_PUSH ? ddev : sdev)) l[i].kind = LANE_CE;
+  return n;
+}
+
+static tcuda_status p2p_copy(const char *func, const tc_opts *o, char *dst, int ddev, const char *src, int sdev,
+                             size_t bytes, tcuda_stream_t s) {
+  tc_lane l[4];
+  int n = p2p_lanes(o, sdev, ddev, s.device, l), used_s = 0;
+  /* small copies: splitting costs more than it gains */
+  if (bytes < ((size_t)64 << 10)) {
+    n = 1;
+    l[0].pct = 100;
+  }
+  tcuda_status st = TCUDA_SUCCESS;
+  for (int i = 0; i < n && !st; i++) {
+    if (l[i].dev == s.device && !used_s) {
+      l[i].s = s;
+      used_s = 1;
+    } else if (!(st = tcuda_stream_from_pool(l[i].dev, 0, &l[i].s))) {
+      st = wait_stream(l[i].s, s);
+    }
+  }
+  if (st) n = 0; /* the forked streams hold no work yet */
+  size_t off = 0, cum = 0;
+  for (int i = 0; i < n; i++) {
+    /* 4 KiB boundaries keep every part as aligned as the whole */
+    cum += (size_t)l[i].pct;
+    size_t end = i == n - 1 ? bytes : (size_t)((double)bytes * (double)cum / 100.0) & ~(size_t)4095;
+    if (end < off) end = off;
+    size_t len = end - off;
+    int saved, e = 0;
+    const char *call = l[i].kind == LANE_CE ? "cudaMemcpyPeerAsync" : "tc_k_copy";
+    if (!st && len && !(st = tc_on_device_begin(func, l[i].dev, &saved))) {
+      if (l[i].kind == LANE_CE) {
+        e = (int)cudaMemcpyPeerAsync(dst + off, ddev, src + off, sdev, len, l[i].s.handle);
+      } else {
+        tc_k_cfg c = kcfg(o, l[i].dev);
+        e = tc_k_copy(l[i].s.handle, dst + off, src + off, len, &c);
+      }
+      tc_on_device_end(saved);
+      if (e) st = tc_cuda_error((cudaError_t)e, func, call);
+    }
+    off = end;
+  }
+  /* what was issued is joined, even after an error */
+  for (int i = 0; i < n; i++) {
+    tcuda_status s2 = wait_stream(s, l[i].s);
+    if (!st) st = s2;
+  }
+  return st;
+}
+
 /* Bytes between any two places, run on stream s (on a GPU of the pair). */
 static tcuda_status copy_bytes(const char *func, const tc_opts *o, void *dst, int ddev, const void *src, int sdev,
                                size_t bytes, tcuda_stream_t s) {
   if (!bytes) return TCUDA_SUCCESS;
+  if (ddev >= 0 && sdev >= 0 && ddev != sdev) return p2p_copy(func, o, dst, ddev, src, sdev, bytes, s);
   int saved, e;
   const char *call;
-  int other = s.device == sdev ? ddev : sdev;
-  int kernel = ddev >= 0 && sdev >= 0 && (ddev == sdev || (!o->ce && peer_ok(s.device, other)));
   tcuda_status st = tc_on_device_begin(func, s.device, &saved);
   if (st) return st;
-  if (kernel) {
+  if (ddev >= 0 && sdev >= 0) {
+    tc_k_cfg c = kcfg(o, s.device);
     call = "tc_k_copy";
-    e = tc_k_copy(s.handle, dst, src, bytes, blocks_for(s.device));
-  } else if (ddev >= 0 && sdev >= 0) {
-    call = "cudaMemcpyPeerAsync";
-    e = (int)cudaMemcpyPeerAsync(dst, ddev, src, sdev, bytes, s.handle);
+    e = tc_k_copy(s.handle, dst, src, bytes, &c);
   } else {
     call = "cudaMemcpyAsync";
     e = (int)cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s.handle);
@@ -508,6 +651,19 @@ static int add_kind(DLDataType dt, int64_t *mult) {
   }
 }
 
+/* out = a + b, n elements of kind, on stream s (any of them may be on a
+ * peer of s.device). */
+static tcuda_status add_on(const char *func, const tc_opts *o, tcuda_stream_t s, int kind, void *out, const void *a,
+                           const void *b, size_t n) {
+  int saved;
+  tcuda_status st = tc_on_device_begin(func, s.device, &saved);
+  if (st) return st;
+  tc_k_cfg c = kcfg(o, s.device);
+  int e = tc_k_add(s.handle, kind, out, a, b, n, &c);
+  tc_on_device_end(saved);
+  return e ? tc_cuda_error((cudaError_t)e, func, "tc_k_add") : TCUDA_SUCCESS;
+}
+
 /* Sum contiguous buffers ptrs[i] (on devs[i], count elements each) into
  * result on devs[root]. nccl_ok: PyTorch would use NCCL here. */
 static tcuda_status reduce_flat(const char *func, const tc_opts *o, size_t n, const int *devs, const void *const *ptrs,
@@ -530,31 +686,58 @@ static tcuda_status reduce_flat(const char *func, const tc_opts *o, size_t n, co
     return tc_nccl_reduce(func, (int)n, devs, ptrs, result, (int)root, count, dt, streams);
   }
   /* PyTorch's copy path: result = root + other0, then += each other, in
-   * the dtype, on the destination's current stream */
+   * the dtype, on the destination's current stream (TCUDA_COMM_REDUCE
+   * picks how a peer's input gets there) */
+  size_t es = (size_t)tc_dtype_size(dt), aes = es / (size_t)mult, nadd = count * (size_t)mult;
   const void *acc = ptrs[root];
   for (size_t i = 0; i < n && !st; i++) {
     if (i == root) continue;
     int od = devs[i];
     tcuda_stream_t os = cur(od);
     void *tmp = NULL;
-    const void *b = ptrs[i];
-    if (od != dest && (o->ce || !peer_ok(dest, od))) {
-      st = dev_alloc(func, &tmp, count * (size_t)(tc_dtype_size(dt)), dest, ds);
+    const char *b = ptrs[i];
+    int red = o->red;
+    if (od == dest) red = RED_FUSED;
+    else if (red == RED_AUTO) red = o->ce ? RED_COPY : RED_FUSED;
+    if ((red == RED_FUSED || red == RED_MIX) && od != dest && !peer_ok(dest, od)) red = RED_COPY;
+    if ((red == RED_PUSH || red == RED_MIX) && !peer_ok(od, dest)) red = RED_COPY;
+    if (red == RED_COPY || red == RED_PIPE) {
+      /* peer copy into a buffer on the destination, pipe: chunk by chunk,
+       * each add waiting only for its own chunk */
+      int chunks = red == RED_PIPE ? o->chunks : 1;
+      st = dev_alloc(func, &tmp, count * es, dest, ds);
       if (!st) st = wait_stream(os, ds);
-      if (!st) st = copy_bytes(func, o, tmp, dest, ptrs[i], od, count * (size_t)tc_dtype_size(dt), os);
-      if (!st) st = wait_stream(ds, os);
-      b = tmp;
-    } else if (od != dest) {
-      st = wait_stream(ds, os);
+      size_t at = 0;
+      for (int c = 0; c < chunks && !st; c++) {
+        /* 1024-element boundaries keep chunks 16-byte aligned */
+        size_t end = c == chunks - 1 ? nadd : nadd / (size_t)chunks * (size_t)(c + 1) / 1024 * 1024;
+        if (end <= at) continue;
+        st = copy_bytes(func, o, (char *)tmp + at * aes, dest, b + at * aes, od, (end - at) * aes, os);
+        if (!st) st = wait_stream(ds, os);
+        if (!st)
+          st = add_on(func, o, ds, kind, (char *)result + at * aes, (const char *)acc + at * aes,
+                      (char *)tmp + at * aes, end - at);
+        at = end;
+      }
+    } else if (red == RED_FUSED) {
+      if (od != dest) st = wait_stream(ds, os);
+      if (!st) st = add_on(func, o, ds, kind, result, acc, b, nadd);
+      /* the other device may reuse its input only after the read */
+      if (!st && od != dest) st = wait_stream(os, ds);
+    } else {
+      /* push: the sum runs on the input's device, reading the partial sum
+       * and writing the result over NVLink; mix: the first split percent
+       * fused on the destination, the rest pushed, at once */
+      size_t k = red == RED_MIX && nadd >= 65536 ? nadd / 100 * (size_t)o->split / 1024 * 1024 : 0;
+      st = wait_stream(os, ds);
+      if (!st && k) st = wait_stream(ds, os);
+      if (!st && k) st = add_on(func, o, ds, kind, result, acc, b, k);
+      if (!st)
+        st = add_on(func, o, os, kind, (char *)result + k * aes, (const char *)acc + k * aes, b + k * aes, nadd - k);
+      tcuda_status s2 = wait_stream(ds, os);
+      if (!st) st = s2;
+      if (!st && k) st = wait_stream(os, ds);
     }
-    int saved;
-    if (!st && !(st = tc_on_device_begin(func, dest, &saved))) {
-      int e = tc_k_add(ds.handle, kind, result, acc, b, count * (size_t)mult, blocks_for(dest));
-      tc_on_device_end(saved);
-      if (e) st = tc_cuda_error((cudaError_t)e, func, "tc_k_add");
-    }
-    /* the other device may reuse its input only after the read */
-    if (!st && od != dest && !tmp) st = wait_stream(os, ds);
     dev_free(tmp);
     acc = result;
   }
