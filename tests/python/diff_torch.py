@@ -1,10 +1,16 @@
 """Differential test: one script, run against torch.cuda and against tcuda
 in two subprocesses, whose outputs must be equal: devices, streams, events,
 RNG values and states, memory stats/summary/snapshot for the same request
-sequence, comm results and NVTX depths.
+sequence, pinned host memory stats, CUDA graphs (capture, replay, pools,
+errors), comm results and NVTX depths.
 
     python3 diff_torch.py                       # compare; exit 1 on a difference
     python3 diff_torch.py --backend torch|tcuda  # one side, JSON out
+
+A section that raises is recorded under "errors" (traceback on stderr) and
+the others still run, so one run shows every difference. "_info" holds
+values printed side by side but not compared (timings, torch's known
+approximations).
 """
 import argparse
 import hashlib
@@ -12,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import traceback
 
 MiB = 1 << 20
 
@@ -148,6 +155,214 @@ def rng_section(torch, cuda, tcuda_mode, out):
     out["rng"] = r
 
 
+# ---- pinned host memory ----
+
+# torch 2.7-2.9 host stat names -> torch 2.10+ names (what tcuda reports).
+# "allocated_bytes" changed meaning between them, so map from the old dict.
+_OLD_HOST_NAMES = {"segment": "allocations", "reserved_bytes": "allocated_bytes", "allocation": "active_requests",
+                   "allocated": "active_requests", "allocated_bytes": "active_bytes"}
+
+
+def _canonical_host_stats(d):
+    d = dict(d)
+    if any(k.startswith("active_requests.") for k in d):
+        return d, "torch>=2.10 names"
+    out = {}
+    for k, v in d.items():
+        head, dot, rest = k.partition(".")
+        out[_OLD_HOST_NAMES.get(head, head) + dot + rest if dot else k] = v
+    return out, "torch<=2.9 names, renamed"
+
+
+def _torch_fn(torch, *names):
+    """The first of torch.cuda.X, torch.cuda.memory.X, torch.accelerator.memory.X, torch._C.X that exists."""
+    for name in names:
+        for owner in ("cuda", "cuda.memory", "accelerator.memory", "_C"):
+            obj = torch
+            for part in owner.split("."):
+                obj = getattr(obj, part, None)
+            if obj is not None and hasattr(obj, name):
+                return getattr(obj, name)
+    raise AttributeError("torch has none of %s" % ", ".join(names))
+
+
+# Keys whose meaning is the same in torch and tcuda: the pool (blocks the
+# cache owns), the CUDA call counts, and the handouts. The active stats'
+# current/peak/freed are only shown: torch sums per-size peaks, and torch
+# 2.10/2.11 never lowers them when a block without stream uses is freed
+# (pytorch#182404, fixed after 2.11).
+def _host_compared(key):
+    head, _, metric = key.partition(".")
+    if head in ("allocations", "allocated_bytes") or key in ("num_host_alloc", "num_host_free"):
+        return True
+    if head in ("active_requests", "active_bytes"):
+        return metric == "allocated"
+    return metric == "count"  # host_alloc_time / host_free_time: counts, not durations
+
+
+def host_section(torch, cuda, tcuda_mode, out, info):
+    """The same pinned request sequence: torch.empty(pin_memory=True) against
+    tcuda.host_alloc. No block is used on a stream, so frees are immediate
+    on both sides."""
+    if tcuda_mode:
+        import tcuda
+        alloc, free, stats = tcuda.host_alloc, tcuda.host_free, tcuda.host_memory_stats
+        empty, reset_peak = tcuda.host_empty_cache, tcuda.reset_peak_host_memory_stats
+        reset_acc = tcuda.reset_accumulated_host_memory_stats
+    else:
+        live = {}
+
+        def alloc(n):
+            t = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+            live[t.data_ptr()] = t
+            return t.data_ptr()
+
+        def free(p):
+            del live[p]  # the only reference: torch gives the block back now
+        stats = _torch_fn(torch, "host_memory_stats")
+        empty = _torch_fn(torch, "host_empty_cache", "empty_host_cache", "_host_emptyCache")
+        reset_peak = _torch_fn(torch, "reset_peak_host_memory_stats")
+        reset_acc = _torch_fn(torch, "reset_accumulated_host_memory_stats")
+    r, shown = {"snaps": {}}, {}
+
+    def snap(name):
+        d, scheme = _canonical_host_stats(stats())
+        r["keys"] = sorted(d)
+        r["snaps"][name] = {k: v for k, v in d.items() if _host_compared(k)}
+        shown[name] = {k: v for k, v in d.items() if not _host_compared(k) and not k.endswith(("avg", "total",
+                                                                                               "max", "min"))}
+        shown["scheme"] = scheme if not tcuda_mode else "tcuda"
+
+    empty()
+    reset_acc()
+    reset_peak()
+    snap("start")
+    ptrs = [alloc(n) for n in (1000, 4096, 4097, 100, MiB, 3 * MiB)]  # buckets 1K 4K 8K 128 1M 4M
+    snap("all_live")
+    for p in ptrs[::2]:
+        free(p)
+    snap("half_freed")
+    again = [alloc(n) for n in (1024, 8000, 5 * MiB)]  # two cache hits, one new 8M block
+    snap("reuse")
+    for p in ptrs[1::2] + again:
+        free(p)
+    snap("all_freed")
+    empty()
+    snap("emptied")
+    reset_peak()
+    reset_acc()
+    snap("reset")
+    out["host"] = r
+    info["host_active_stats"] = shown
+
+
+# ---- CUDA graphs ----
+
+def _error_kind(call, phrase, info, name):
+    """("RuntimeError"|type name|"no error", phrase found in the message)."""
+    try:
+        call()
+    except Exception as e:  # noqa: BLE001 - the kind is what is compared
+        info[name] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+        return ["RuntimeError" if isinstance(e, RuntimeError) else type(e).__name__, phrase in str(e)]
+    info[name] = "no error"
+    return ["no error", False]
+
+
+def graph_section(torch, cuda, tcuda_mode, out, info):
+    """Capture an RNG fill and a pool allocation with torch.cuda.graph and
+    tcuda.graph on each one's side stream, replay, compare with eager fills."""
+    if tcuda_mode:
+        import tcuda
+
+        def fill(t):
+            tcuda.uniform_(t)  # on tcuda's current stream: the capture stream inside the graph
+
+        def sync():
+            tcuda.synchronize()
+            torch.cuda.synchronize()
+    else:
+        def fill(t):
+            t.uniform_()
+
+        def sync():
+            torch.cuda.synchronize()
+
+    def state():
+        s = cuda.get_rng_state()
+        return list(bytes(s) if isinstance(s, (bytes, bytearray)) else s.tolist())
+
+    r = {"capturing_outside": cuda.is_current_stream_capturing()}
+    n = 1 << 16
+    static, eager, static2 = (torch.zeros(n, device="cuda") for _ in range(3))
+    torch.cuda.synchronize()
+    cuda.manual_seed(2024)
+    r["state_before"] = state()
+    g = cuda.CUDAGraph()
+    with cuda.graph(g):
+        fill(static)
+        r["capturing_inside"] = cuda.is_current_stream_capturing()
+        p = cuda.caching_allocator_alloc(3 * MiB)  # served from the graph's private pool
+    r["capturing_after"] = cuda.is_current_stream_capturing()
+    sync()
+    r["untouched_by_capture"] = bool((static == 0).all().item())
+    r["state_after_capture"] = state()
+    pool = tuple(g.pool())
+    r["pool_shape"] = [pool[0] > 0, pool[1] == 0]  # a graph's own pool: (uid, 0)
+    r["pool_segments"] = sorted([s["total_size"], [(b["size"], b["state"]) for b in s["blocks"]]]
+                                for s in cuda.memory_snapshot()
+                                if tuple(s.get("segment_pool_id", (0, 0))) == pool)
+    info["graph_pool"] = list(pool)
+    cuda.caching_allocator_delete(p)  # back to the private pool, which the graph keeps
+
+    digests, states = [], []
+    for _ in range(2):
+        g.replay()
+        sync()
+        digests.append(_digest(static))
+        states.append(state())
+    r["replay_digests"], r["replay_states"] = digests, states
+    r["replays_differ"] = digests[0] != digests[1]  # graph-safe Philox: fresh numbers per replay
+    cuda.manual_seed(2024)
+    ref = []
+    for _ in range(2):
+        fill(eager)
+        sync()
+        ref.append(_digest(eager))
+    r["replays_equal_eager_fills"] = digests == ref
+
+    g2 = cuda.CUDAGraph()
+    with cuda.graph(g2, pool=g.pool()):  # share g's pool
+        fill(static2)
+    r["shared_pool_is_gs"] = tuple(g2.pool()) == pool
+    g2.replay()
+    sync()
+    r["shared_replay_digest"] = _digest(static2)
+    h = tuple(cuda.graph_pool_handle())
+    r["handle_shape"] = [h[0] == 0, h[1] > 0]  # a user pool: (0, uid)
+
+    e = {}
+    e["replay_empty"] = _error_kind(lambda: cuda.CUDAGraph().replay(), "without a preceding successful capture",
+                                    info, "graph_err_replay_empty")
+    e["bad_mode"] = _error_kind(lambda: cuda.CUDAGraph().capture_begin(capture_error_mode="bogus"),
+                                "Unknown capture error mode", info, "graph_err_bad_mode")
+    g.reset()
+    e["replay_after_reset"] = _error_kind(g.replay, "without a preceding successful capture", info,
+                                          "graph_err_replay_after_reset")
+    g2.replay()  # g's reset leaves the shared pool to g2
+    sync()
+    r["shared_after_reset_digest"] = _digest(static2)
+
+    def on_default_stream():
+        with cuda.stream(cuda.default_stream()):
+            cuda.CUDAGraph().capture_begin()
+    # Last: torch has already run the RNG capture prologue when this check fails.
+    e["default_stream"] = _error_kind(on_default_stream, "must be captured on a non-default stream", info,
+                                      "graph_err_default_stream")
+    r["errors"] = e
+    out["graph"] = r
+
+
 def comm_section(torch, cuda, tcuda_mode, out):
     if tcuda_mode:
         import tcuda
@@ -182,9 +397,19 @@ def comm_section(torch, cuda, tcuda_mode, out):
     out["comm"] = r
 
 
-def nvtx_section(cuda, out):
-    out["nvtx"] = [cuda.nvtx.range_push("a"), cuda.nvtx.range_push("b"), cuda.nvtx.range_pop(),
-                   cuda.nvtx.range_pop()]
+def nvtx_section(cuda, tcuda_mode, out, info):
+    depths = [cuda.nvtx.range_push("a"), cuda.nvtx.range_push("b"), cuda.nvtx.range_pop(), cuda.nvtx.range_pop()]
+    info["nvtx_raw"] = depths
+    if not tcuda_mode and all(d == -2 for d in depths):
+        # NVTX returns -2 (no push/pop tracking) when no tool such as nsys
+        # is attached; torch documents the zero-based depth, which tcuda
+        # tracks itself, so that is the reference.
+        depths = [0, 1, 1, 0]
+        info["nvtx_note"] = "torch got -2 from NVTX (no tool attached): compared with the documented depths"
+    cuda.nvtx.mark("diff_torch")
+    with cuda.nvtx.range("step {}", 1):
+        pass
+    out["nvtx"] = depths
 
 
 def run(backend):
@@ -195,22 +420,40 @@ def run(backend):
     else:
         cuda = torch.cuda
     torch.cuda.init()
-    out = {}
-    memory_section(cuda, out)  # first: nothing else has used either allocator
-    device_section(cuda, out)
-    event_section(cuda, out)
-    rng_section(torch, cuda, tcuda_mode, out)
-    stream_section(torch, cuda, out)
-    comm_section(torch, cuda, tcuda_mode, out)
-    nvtx_section(cuda, out)
-    print(json.dumps(out, sort_keys=True))
+    out, info, errors = {}, {}, {}
+    sections = [
+        ("memory", lambda: memory_section(cuda, out)),  # first: nothing else has used either allocator
+        ("host", lambda: host_section(torch, cuda, tcuda_mode, out, info)),  # before anything pins memory
+        ("device", lambda: device_section(cuda, out)),
+        ("events", lambda: event_section(cuda, out)),
+        ("rng", lambda: rng_section(torch, cuda, tcuda_mode, out)),
+        ("streams", lambda: stream_section(torch, cuda, out)),
+        ("comm", lambda: comm_section(torch, cuda, tcuda_mode, out)),
+        ("graph", lambda: graph_section(torch, cuda, tcuda_mode, out, info)),  # late: a failed capture stays local
+        ("nvtx", lambda: nvtx_section(cuda, tcuda_mode, out, info)),
+    ]
+    for name, fn in sections:
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001 - record it, run the rest
+            errors[name] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+            sys.stderr.write("[%s] section %s raised:\n%s" % (backend, name, traceback.format_exc()))
+            try:
+                torch.cuda.synchronize()
+            except Exception:  # noqa: BLE001 - a sticky CUDA error: later sections will say so
+                pass
+    out["errors"] = errors
+    out["_info"] = info
+    print(json.dumps(out, sort_keys=True, default=str))
 
 
 def diff(a, b, path, lines):
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b)):
             if k not in a or k not in b:
-                lines.append("%s.%s: only in %s" % (path, k, "torch" if k in a else "tcuda"))
+                v = json.dumps(a[k] if k in a else b[k], sort_keys=True, default=str)
+                lines.append("%s.%s: only in %s: %s" % (path, k, "torch" if k in a else "tcuda",
+                                                        v if len(v) <= 300 else v[:300] + "..."))
             else:
                 diff(a[k], b[k], "%s.%s" % (path, k), lines)
     elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
@@ -233,25 +476,41 @@ def main():
     if a.backend:
         run(a.backend)
         return 0
-    res = {}
+    res, stderr = {}, {}
     for b in ("torch", "tcuda"):
         r = subprocess.run([sys.executable, os.path.abspath(__file__), "--backend", b], capture_output=True,
                            text=True)
-        if r.returncode != 0:
-            sys.stderr.write(r.stdout + r.stderr)
-            print("FAIL: the %s run failed (exit %d)" % (b, r.returncode))
+        stderr[b] = r.stderr
+        last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+        try:
+            res[b] = json.loads(last)
+        except ValueError:
+            res[b] = None
+        if r.returncode != 0 or res[b] is None:
+            sys.stderr.write(r.stdout[-4000:] + r.stderr[-8000:])
+            print("FAIL: the %s run failed (exit %d, %s)" % (b, r.returncode,
+                                                             "no JSON line" if res[b] is None else "JSON written"))
             return 1
-        res[b] = json.loads(r.stdout.strip().splitlines()[-1])
+    for b in ("torch", "tcuda"):
+        if res[b]["errors"]:
+            print("---- %s stderr (sections raised) ----" % b)
+            print(stderr[b][-6000:])
+    info = {b: res[b].pop("_info", {}) for b in res}
     lines = []
     diff(res["torch"], res["tcuda"], "out", lines)
-    sections = sorted(res["torch"])
+    sections = sorted(set(res["torch"]) | set(res["tcuda"]))
     bad = sorted({ln.split(".")[1].split("[")[0].split(":")[0].split(" ")[0] for ln in lines})
     for s in sections:
         print("%s %s" % ("FAIL" if s in bad else "ok  ", s))
-    for ln in lines[:80]:
+    for ln in lines[:120]:
         print("  " + ln)
-    if len(lines) > 80:
-        print("  ... %d more differences" % (len(lines) - 80))
+    if len(lines) > 120:
+        print("  ... %d more differences" % (len(lines) - 120))
+    print("not compared (torch | tcuda):")
+    for k in sorted(set(info["torch"]) | set(info["tcuda"])):
+        a, b = info["torch"].get(k, "-"), info["tcuda"].get(k, "-")
+        print("  %s:\n    torch: %s\n    tcuda: %s" % (k, json.dumps(a, sort_keys=True, default=str),
+                                                      json.dumps(b, sort_keys=True, default=str)))
     return 1 if lines else 0
 
 
