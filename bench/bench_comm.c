@@ -4,7 +4,13 @@
  * unless named otherwise; GB/s = the metric's bytes / wall time to
  * completion on both devices (median of 10 after 3 warm-ups). Each tcuda
  * metric is also printed for TCUDA_COMM_ENGINE=nccl (suffix _nccl_engine).
- * Prints RESULT lines (format: bench/run-gpu). */
+ * Prints RESULT lines (format: bench/run-gpu).
+ *
+ * Then (unless BENCH_COMM_SWEEP=0) a sweep of the peer-copy and reduce_add
+ * engines (TCUDA_COMM_P2P, _REDUCE and the launch-shape knobs, comm.c):
+ * broadcast and reduce_add of 256 MiB float32 under each, verified on odd
+ * and misaligned small tensors and on the whole 256 MiB result, one line
+ * each: SWEEP op=<op> variant=<name> gbs=<GB/s> ok=<0|1> env="<settings>". */
 #include "comm/comm.h"
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -54,18 +60,20 @@ static void drop(DLManagedTensor *m) { if (m) m->deleter(m); }
 
 typedef void (*op_fn)(void *ctx);
 /* median seconds of fn over ITERS, each synchronised on both GPUs */
-static double timeit(op_fn fn, void *ctx) {
-  double t[ITERS];
+static double timeit_n(op_fn fn, void *ctx, int iters) {
+  double t[64];
+  if (iters > 64) iters = 64;
   for (int i = 0; i < WARM; i++) { fn(ctx); sync2(); }
-  for (int i = 0; i < ITERS; i++) {
+  for (int i = 0; i < iters; i++) {
     double t0 = now();
     fn(ctx);
     sync2();
     t[i] = now() - t0;
   }
-  qsort(t, ITERS, sizeof *t, cmp);
-  return t[ITERS / 2];
+  qsort(t, (size_t)iters, sizeof *t, cmp);
+  return t[iters / 2];
 }
+static double timeit(op_fn fn, void *ctx) { return timeit_n(fn, ctx, ITERS); }
 
 typedef struct {
   ten a, b, half0, half1;
@@ -134,6 +142,282 @@ static void ref_peer_many(void *c) {
 static void *g_pinned;
 static void ref_d2h(void *c) { ctx_t *x = c; cudaMemcpyAsync(g_pinned, x->pa, BIG, cudaMemcpyDeviceToHost, 0); }
 
+/* ---------------------------------------------------------------------
+ * sweep
+ * --------------------------------------------------------------------- */
+static const char *const KNOBS[] = {"TCUDA_COMM_ENGINE", "TCUDA_COMM_P2P",     "TCUDA_COMM_REDUCE",
+                                    "TCUDA_COMM_BLOCKS_PER_SM", "TCUDA_COMM_THREADS", "TCUDA_COMM_UNROLL",
+                                    "TCUDA_COMM_SPLIT", "TCUDA_COMM_CHUNKS"};
+/* env: "K=V K=V" with short keys (the part after TCUDA_COMM_) */
+static void apply_env(const char *env) {
+  char buf[256], *save = NULL;
+  for (size_t i = 0; i < sizeof KNOBS / sizeof *KNOBS; i++) unsetenv(KNOBS[i]);
+  snprintf(buf, sizeof buf, "%s", env);
+  for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+    char *eq = strchr(t, '='), key[64];
+    if (!eq) continue;
+    *eq = 0;
+    snprintf(key, sizeof key, "TCUDA_COMM_%s", t);
+    setenv(key, eq + 1, 1);
+  }
+}
+
+static tcuda_status g_err;
+static char g_errmsg[256];
+static void note(tcuda_status s) {
+  if (s && !g_err) {
+    g_err = s;
+    snprintf(g_errmsg, sizeof g_errmsg, "%s", tcuda_last_error());
+  }
+}
+static void sw_broadcast(void *c) {
+  ctx_t *x = c;
+  DLManagedTensor *o[2] = {0};
+  if (g_err) return;
+  note(tcuda_comm_broadcast((const tcuda_dltensor_t *)&x->a.t, (int[]){0, 1}, 2, o));
+  drop(o[0]); drop(o[1]);
+}
+static void sw_reduce(void *c) {
+  ctx_t *x = c;
+  const DLTensor *in[2] = {&x->a.t, &x->b.t};
+  DLManagedTensor *o = NULL;
+  if (g_err) return;
+  note(tcuda_comm_reduce_add((const tcuda_dltensor_t *const *)in, 2, 0, &o));
+  drop(o);
+}
+
+static void *g_check; /* pinned, BIG bytes */
+/* 1 when the n bytes at device pointer p equal want */
+static int same_bytes(const void *p, const void *want, size_t n) {
+  sync2();
+  if (cudaMemcpy(g_check, p, n, cudaMemcpyDefault) != cudaSuccess) { cudaGetLastError(); return 0; }
+  return memcmp(g_check, want, n) == 0;
+}
+
+typedef struct {
+  ctx_t big;       /* a: patterned f32 on 0, b: on 1 */
+  float *ha, *hb, *hsum;
+  char *sa, *sb, *so; /* small scratch: 0, 1, 1 */
+} sweep_t;
+
+static void fill(float *h, size_t n, int m, int k) {
+  for (size_t i = 0; i < n; i++) h[i] = (float)((i % (size_t)m) * (size_t)k);
+}
+
+/* broadcast of n elements of dtype d from sa+off0 (device 0); 'out' case:
+ * broadcast_out into so+off1 on device 1 (same misalignment: the head path) */
+static int check_bcast_small(sweep_t *w, DLDataType d, int64_t n, size_t off0, int use_out, size_t off1) {
+  size_t es = d.bits / 8, bytes = (size_t)n * es;
+  ten t, o;
+  mk(&t, w->sa + off0, 0, n);
+  t.t.dtype = d;
+  if (cudaMemcpy(w->sa + off0, (char *)w->ha + 3, bytes, cudaMemcpyHostToDevice) != cudaSuccess) return 0;
+  sync2();
+  DLManagedTensor *outs[2] = {0};
+  const void *res;
+  if (use_out) {
+    mk(&o, w->so + off1, 1, n);
+    o.t.dtype = d;
+    cudaMemset(w->so, 0, bytes + off1 + 64);
+    sync2(); /* the library's pool streams do not wait for the legacy stream */
+    const DLTensor *ol[1] = {&o.t};
+    note(tcuda_comm_broadcast_out((const tcuda_dltensor_t *)&t.t, (const tcuda_dltensor_t *const *)ol, 1));
+    res = w->so + off1;
+  } else {
+    note(tcuda_comm_broadcast((const tcuda_dltensor_t *)&t.t, (int[]){0, 1}, 2, outs));
+    res = outs[1] ? outs[1]->dl_tensor.data : NULL;
+  }
+  int ok = !g_err && res && same_bytes(res, (char *)w->ha + 3, bytes);
+  if (ok && use_out) { /* nothing written past the end */
+    char z[64] = {0};
+    ok = same_bytes(w->so + off1 + bytes, z, sizeof z);
+  }
+  drop(outs[0]);
+  drop(outs[1]);
+  return ok;
+}
+
+/* reduce_add of n f32 at sa+off (device 0) and sb (device 1) into 0 */
+static int check_reduce_small(sweep_t *w, int64_t n, size_t off) {
+  ten a, b;
+  size_t bytes = (size_t)n * 4;
+  mk(&a, w->sa + off, 0, n);
+  mk(&b, w->sb, 1, n);
+  if (cudaMemcpy(w->sa + off, w->ha + 5, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+      cudaMemcpy(w->sb, w->hb + 5, bytes, cudaMemcpyHostToDevice) != cudaSuccess)
+    return 0;
+  sync2();
+  const DLTensor *in[2] = {&a.t, &b.t};
+  DLManagedTensor *o = NULL;
+  note(tcuda_comm_reduce_add((const tcuda_dltensor_t *const *)in, 2, 0, &o));
+  int ok = !g_err && o && same_bytes(o->dl_tensor.data, w->hsum + 5, bytes);
+  drop(o);
+  return ok;
+}
+
+static int verify_broadcast(sweep_t *w) {
+  const DLDataType F = {TC_DL_FLOAT, 32, 1}, U8 = {TC_DL_UINT, 8, 1};
+  int ok = check_bcast_small(w, F, 262147, 0, 0, 0);      /* odd length, > the split threshold */
+  ok = ok && check_bcast_small(w, U8, 1000003, 1, 0, 0);  /* misaligned source: byte path */
+  ok = ok && check_bcast_small(w, F, 262147, 4, 1, 4);    /* equally misaligned ends: head path */
+  ok = ok && check_bcast_small(w, U8, 777, 3, 0, 0);      /* tiny */
+  DLManagedTensor *o[2] = {0};
+  note(tcuda_comm_broadcast((const tcuda_dltensor_t *)&w->big.a.t, (int[]){0, 1}, 2, o));
+  ok = ok && !g_err && o[1] && same_bytes(o[1]->dl_tensor.data, w->ha, BIG);
+  drop(o[0]);
+  drop(o[1]);
+  return ok;
+}
+
+static int verify_reduce(sweep_t *w) {
+  int ok = check_reduce_small(w, 262147, 0);  /* odd length */
+  ok = ok && check_reduce_small(w, 262147, 4); /* misaligned input: scalar path */
+  ok = ok && check_reduce_small(w, 1001, 0);   /* tiny */
+  const DLTensor *in[2] = {&w->big.a.t, &w->big.b.t};
+  DLManagedTensor *o = NULL;
+  note(tcuda_comm_reduce_add((const tcuda_dltensor_t *const *)in, 2, 0, &o));
+  ok = ok && !g_err && o && same_bytes(o->dl_tensor.data, w->hsum, BIG);
+  drop(o);
+  return ok;
+}
+
+static void sweep_one(sweep_t *w, const char *op, const char *name, const char *env) {
+  int bc = !strcmp(op, "broadcast");
+  apply_env(env);
+  g_err = 0;
+  g_errmsg[0] = 0;
+  double t = timeit_n(bc ? sw_broadcast : sw_reduce, &w->big, 20);
+  int ok = !g_err && (bc ? verify_broadcast(w) : verify_reduce(w));
+  printf("SWEEP op=%s variant=%s gbs=%.1f ok=%d env=\"%s\"%s%s%s\n", op, name, g_err ? 0.0 : BIG / 1e9 / t, ok, env,
+         g_err ? " error=\"" : "", g_err ? g_errmsg : "", g_err ? "\"" : "");
+  fflush(stdout);
+  cudaGetLastError();
+}
+
+static void sweep(void) {
+  sweep_t *w = calloc(1, sizeof *w);
+  size_t n = BIG / 4;
+  w->ha = malloc(BIG);
+  w->hb = malloc(BIG);
+  w->hsum = malloc(BIG);
+  if (!w->ha || !w->hb || !w->hsum || cudaMallocHost(&g_check, BIG) != cudaSuccess) {
+    fprintf(stderr, "bench_comm: sweep: out of host memory\n");
+    return;
+  }
+  fill(w->ha, n, 1021, 1);
+  fill(w->hb, n, 1019, 2);
+  for (size_t i = 0; i < n; i++) w->hsum[i] = w->ha[i] + w->hb[i];
+  void *pa = dmalloc(0, BIG), *pb = dmalloc(1, BIG);
+  cudaMemcpy(pa, w->ha, BIG, cudaMemcpyHostToDevice);
+  cudaMemcpy(pb, w->hb, BIG, cudaMemcpyHostToDevice);
+  sync2();
+  mk(&w->big.a, pa, 0, (int64_t)n);
+  mk(&w->big.b, pb, 1, (int64_t)n);
+  size_t sm = (size_t)8 << 20;
+  w->sa = dmalloc(0, sm);
+  w->sb = dmalloc(1, sm);
+  w->so = dmalloc(1, sm);
+
+  char name[64], env[192];
+  /* broadcast: push kernel shapes, pull, push+pull, copy engines, CE+kernel */
+  static const int shapes[][2] = {{1, 256}, {2, 256}, {4, 256}, {8, 256}, {1, 512}, {2, 512}, {4, 512}, {1, 1024}, {2, 1024}};
+  sweep_one(w, "broadcast", "default", "");
+  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+    snprintf(name, sizeof name, "push.b%d.t%d.u4", shapes[i][0], shapes[i][1]);
+    snprintf(env, sizeof env, "P2P=kernel BLOCKS_PER_SM=%d THREADS=%d UNROLL=4", shapes[i][0], shapes[i][1]);
+    sweep_one(w, "broadcast", name, env);
+  }
+  static const int unr[][3] = {{4, 512, 1}, {4, 512, 2}, {4, 512, 8}, {4, 512, 12}, {2, 512, 8}, {2, 512, 12},
+                               {1, 512, 8}, {1, 512, 12}, {8, 256, 8}};
+  for (size_t i = 0; i < sizeof unr / sizeof *unr; i++) {
+    snprintf(name, sizeof name, "push.b%d.t%d.u%d", unr[i][0], unr[i][1], unr[i][2]);
+    snprintf(env, sizeof env, "P2P=kernel BLOCKS_PER_SM=%d THREADS=%d UNROLL=%d", unr[i][0], unr[i][1], unr[i][2]);
+    sweep_one(w, "broadcast", name, env);
+  }
+  static const int pulls[][3] = {{1, 512, 4}, {2, 512, 4}, {4, 512, 4}, {1, 512, 8}, {2, 512, 8},
+                                 {4, 512, 8}, {1, 512, 12}, {2, 1024, 4}, {4, 256, 8}};
+  for (size_t i = 0; i < sizeof pulls / sizeof *pulls; i++) {
+    snprintf(name, sizeof name, "pull.b%d.t%d.u%d", pulls[i][0], pulls[i][1], pulls[i][2]);
+    snprintf(env, sizeof env, "P2P=pull BLOCKS_PER_SM=%d THREADS=%d UNROLL=%d", pulls[i][0], pulls[i][1], pulls[i][2]);
+    sweep_one(w, "broadcast", name, env);
+  }
+  static const int splits[] = {50, 30, 70};
+  for (size_t i = 0; i < 3; i++) {
+    snprintf(name, sizeof name, "pushpull.s%d", splits[i]);
+    snprintf(env, sizeof env, "P2P=pushpull SPLIT=%d", splits[i]);
+    sweep_one(w, "broadcast", name, env);
+    snprintf(name, sizeof name, "pushpull.s%d.b2.u8", splits[i]);
+    snprintf(env, sizeof env, "P2P=pushpull SPLIT=%d BLOCKS_PER_SM=2 UNROLL=8", splits[i]);
+    sweep_one(w, "broadcast", name, env);
+  }
+  static const char *const ces[] = {"ce", "ce2", "ce4", "cex2", "cex4"};
+  for (size_t i = 0; i < 5; i++) {
+    snprintf(env, sizeof env, "P2P=%s", ces[i]);
+    sweep_one(w, "broadcast", ces[i], env);
+  }
+  static const int cesplits[] = {50, 30, 70, 85};
+  for (size_t i = 0; i < 4; i++) {
+    snprintf(name, sizeof name, "cekernel.s%d", cesplits[i]);
+    snprintf(env, sizeof env, "P2P=cekernel SPLIT=%d", cesplits[i]);
+    sweep_one(w, "broadcast", name, env);
+    snprintf(name, sizeof name, "cepull.s%d", cesplits[i]);
+    snprintf(env, sizeof env, "P2P=cepull SPLIT=%d", cesplits[i]);
+    sweep_one(w, "broadcast", name, env);
+  }
+  sweep_one(w, "broadcast", "default.again", "");
+
+  /* reduce_add: fused pull-add shapes, push-add, both, copy then add, pipelined */
+  static const int fused[][3] = {{4, 512, 1}, {4, 512, 2}, {4, 512, 4}, {4, 512, 8}, {2, 512, 4}, {2, 512, 8},
+                                 {1, 512, 8}, {1, 1024, 4}, {2, 1024, 2}, {2, 1024, 4}, {8, 256, 2}, {4, 256, 4}};
+  sweep_one(w, "reduce_add", "default", "");
+  for (size_t i = 0; i < sizeof fused / sizeof *fused; i++) {
+    snprintf(name, sizeof name, "fused.b%d.t%d.u%d", fused[i][0], fused[i][1], fused[i][2]);
+    snprintf(env, sizeof env, "REDUCE=fused BLOCKS_PER_SM=%d THREADS=%d UNROLL=%d", fused[i][0], fused[i][1], fused[i][2]);
+    sweep_one(w, "reduce_add", name, env);
+  }
+  static const int push[][3] = {{4, 512, 1}, {4, 512, 4}, {2, 512, 4}, {2, 512, 8}, {1, 512, 8}, {1, 1024, 4}};
+  for (size_t i = 0; i < sizeof push / sizeof *push; i++) {
+    snprintf(name, sizeof name, "push.b%d.t%d.u%d", push[i][0], push[i][1], push[i][2]);
+    snprintf(env, sizeof env, "REDUCE=push BLOCKS_PER_SM=%d THREADS=%d UNROLL=%d", push[i][0], push[i][1], push[i][2]);
+    sweep_one(w, "reduce_add", name, env);
+  }
+  for (size_t i = 0; i < 3; i++) {
+    snprintf(name, sizeof name, "mix.s%d.u4", splits[i]);
+    snprintf(env, sizeof env, "REDUCE=mix SPLIT=%d UNROLL=4", splits[i]);
+    sweep_one(w, "reduce_add", name, env);
+    snprintf(name, sizeof name, "mix.s%d.b2.u8", splits[i]);
+    snprintf(env, sizeof env, "REDUCE=mix SPLIT=%d BLOCKS_PER_SM=2 UNROLL=8", splits[i]);
+    sweep_one(w, "reduce_add", name, env);
+  }
+  static const char *const copies[] = {"kernel", "ce", "cex2", "pull"};
+  for (size_t i = 0; i < 4; i++) {
+    snprintf(name, sizeof name, "copy.%s", copies[i]);
+    snprintf(env, sizeof env, "REDUCE=copy P2P=%s", copies[i]);
+    sweep_one(w, "reduce_add", name, env);
+  }
+  static const struct { const char *p2p; int chunks; const char *extra; } pipes[] = {
+      {"kernel", 4, ""}, {"kernel", 8, ""}, {"kernel", 16, ""}, {"kernel", 8, " BLOCKS_PER_SM=2 UNROLL=8"},
+      {"pull", 8, " UNROLL=8"}, {"ce", 4, ""}, {"ce", 8, ""}, {"cex2", 8, ""}, {"cekernel", 8, ""}};
+  for (size_t i = 0; i < sizeof pipes / sizeof *pipes; i++) {
+    snprintf(name, sizeof name, "pipe.%s.c%d%s", pipes[i].p2p, pipes[i].chunks, *pipes[i].extra ? ".b2.u8" : "");
+    if (!strcmp(pipes[i].p2p, "pull")) snprintf(name, sizeof name, "pipe.pull.c%d.u8", pipes[i].chunks);
+    snprintf(env, sizeof env, "REDUCE=pipe P2P=%s CHUNKS=%d%s", pipes[i].p2p, pipes[i].chunks, pipes[i].extra);
+    sweep_one(w, "reduce_add", name, env);
+  }
+  sweep_one(w, "reduce_add", "default.again", "");
+  apply_env("");
+  cudaFree(pa);
+  cudaFree(pb);
+  cudaFree(w->sa);
+  cudaFree(w->sb);
+  cudaFree(w->so);
+  cudaFreeHost(g_check);
+  free(w->ha);
+  free(w->hb);
+  free(w->hsum);
+  free(w);
+}
+
 static void result(const char *metric, double tc_gbs, const char *ref_name, double ref_gbs, const char *target) {
   printf("RESULT name=comm metric=%s tcuda=%.1f ref_name=%s ref=%.1f unit=GB/s target=%s\n", metric, tc_gbs, ref_name,
          ref_gbs, target);
@@ -190,5 +474,8 @@ int main(void) {
   setenv("TCUDA_COMM_P2P", "ce", 1);
   result("broadcast_256MiB_copy_engines", big / timeit(op_broadcast, x), "cudaMemcpyPeerAsync", peer, "info");
   result("scatter_256MiB_total_copy_engines", big / timeit(op_scatter, x), "cudaMemcpyPeerAsync_half", peer_half, "info");
+  unsetenv("TCUDA_COMM_P2P");
+  const char *sw = getenv("BENCH_COMM_SWEEP");
+  if (!sw || strcmp(sw, "0")) sweep();
   return 0;
 }

@@ -221,7 +221,7 @@ static tcuda_status env_choice(const char *func, const char *var, const char *co
       return TCUDA_SUCCESS;
     }
     size_t l = strlen(list);
-    snprintf(list + l, sizeof list - l, "%s%s", i ? ", " : "", names[i]);
+    snprintf(list + l, sizeof list - l, "%s%s", !i ? "" : i == n - 1 ? " or " : ", ", names[i]);
   }
   return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: unknown value '%s' (expected %s)", func, var, v, list);
 }

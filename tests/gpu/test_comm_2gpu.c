@@ -16,6 +16,66 @@ static void test_nccl(void) { with_env("nccl", NULL); }
 static void test_copy(void) { with_env("copy", NULL); }
 static void test_copy_engines(void) { with_env("copy", "ce"); }
 
+/* Past the lanes' split threshold (64 KiB) and odd: every part of a split
+ * copy and of a chunked sum, in every dtype, both directions. */
+static void suite_big(int a, int b) {
+  size_t nt;
+  const DLDataType *types = all_types(&nt);
+  for (size_t k = 0; k < nt; k++) {
+    DLDataType dt = types[k];
+    int64_t n = 300007;
+    ten x, y;
+    void *rx, *ry;
+    make_filled(&x, a, dt, n, 1, 0, 4, &rx);
+    make_filled(&y, b, dt, n, 1, 0, 5, &ry);
+    DLManagedTensor *out[2] = {0};
+    CHECK_OK(tcuda_comm_broadcast((const tcuda_dltensor_t *)&x.t, (int[]){a, b}, 2, out));
+    if (out[1]) check_equal(&out[1]->dl_tensor, rx, "broadcast (big)");
+    drop(out[0]);
+    drop(out[1]);
+    void *exp = calloc((size_t)n, esz(dt));
+    for (int64_t i = 0; i < n; i++) put_sum(dt, exp, i, (int[]){4, 5}, 2);
+    const DLTensor *in[2] = {&x.t, &y.t};
+    for (int di = 0; di < 2; di++) {
+      DLManagedTensor *o = NULL;
+      CHECK_OK(tcuda_comm_reduce_add((const tcuda_dltensor_t *const *)in, 2, di ? b : a, &o));
+      if (o) check_equal(&o->dl_tensor, exp, tc_dtype_name(dt));
+      drop(o);
+    }
+    ten_free(&x);
+    ten_free(&y);
+    free(rx);
+    free(ry);
+    free(exp);
+  }
+}
+
+/* The engine variants bench_comm sweeps (TCUDA_COMM_P2P, _REDUCE and the
+ * launch shape): the whole suite and the big cases under each. */
+static void test_variants(void) {
+  static const char *const settings[][8] = {
+      {"TCUDA_COMM_P2P", "pull", "TCUDA_COMM_REDUCE", "push", "TCUDA_COMM_UNROLL", "8", "TCUDA_COMM_BLOCKS_PER_SM", "2"},
+      {"TCUDA_COMM_P2P", "pushpull", "TCUDA_COMM_SPLIT", "30", "TCUDA_COMM_REDUCE", "mix", "TCUDA_COMM_THREADS", "256"},
+      {"TCUDA_COMM_P2P", "cex2", "TCUDA_COMM_REDUCE", "pipe", "TCUDA_COMM_CHUNKS", "8", "TCUDA_COMM_UNROLL", "2"},
+      {"TCUDA_COMM_P2P", "cekernel", "TCUDA_COMM_REDUCE", "copy", "TCUDA_COMM_UNROLL", "12", "TCUDA_COMM_SPLIT", "70"},
+      {"TCUDA_COMM_P2P", "cepull", "TCUDA_COMM_REDUCE", "pipe", "TCUDA_COMM_CHUNKS", "3", "TCUDA_COMM_THREADS", "1024"},
+      {"TCUDA_COMM_P2P", "ce4", "TCUDA_COMM_REDUCE", "fused", "TCUDA_COMM_UNROLL", "4", "TCUDA_COMM_SPLIT", "50"},
+      {"TCUDA_COMM_P2P", "kernel", "TCUDA_COMM_REDUCE", "mix", "TCUDA_COMM_UNROLL", "1", "TCUDA_COMM_SPLIT", "85"},
+  };
+  for (size_t v = 0; v < sizeof settings / sizeof *settings; v++) {
+    for (int k = 0; k < 8; k += 2) setenv(settings[v][k], settings[v][k + 1], 1);
+    run_suite(0, 1);
+    run_suite(1, 0);
+    suite_big(0, 1);
+    suite_big(1, 0);
+    for (int k = 0; k < 8; k += 2) unsetenv(settings[v][k]);
+  }
+}
+static void test_big_default(void) {
+  suite_big(0, 1);
+  suite_big(1, 0);
+}
+
 /* the same communicator cache entry serves repeated calls; another order is
  * another communicator */
 static void test_nccl_orders(void) {
@@ -57,6 +117,7 @@ int main(int argc, char **argv) {
     return TC_SKIP_CODE;
   }
   static const tc_test tests[] = {T(test_auto), T(test_nccl), T(test_copy), T(test_copy_engines),
+                                  T(test_big_default), T(test_variants),
                                   T(test_nccl_orders), T(test_stream_wrong_device)};
   return tc_run(tests, sizeof tests / sizeof *tests, argc, argv);
 }
