@@ -177,6 +177,21 @@ template <int O, typename W> struct TBits {
   }
 };
 
+// The same transform for 64-bit words, with its case fixed on the host (no
+// unused 64-bit division in the kernel) and `%` by a non-power-of-two range
+// done by multiplication (tc_fastdiv_mod, exact for every word).
+enum { BITS_FULL, BITS_MASK, BITS_MOD };
+template <int O, int M> struct TBits64 {
+  typedef typename Out<O>::S S;
+  unsigned long long mask;
+  long long base;
+  tc_fastdiv fd;
+  __device__ S operator()(unsigned long long w) const {
+    const unsigned long long v = M == BITS_FULL ? w : M == BITS_MASK ? w & mask : tc_fastdiv_mod(w, fd);
+    return Out<O>::i((long long)(v + (unsigned long long)base));
+  }
+};
+
 template <int BYTES> struct Vec;
 template <> struct Vec<16> { typedef uint4 T; };
 template <> struct Vec<8> { typedef uint2 T; };
@@ -257,15 +272,117 @@ __global__ void __launch_bounds__(256, 4) ref_kernel(T tr, typename T::S *out, l
   }
 }
 
+// Resident blocks looping over items: thread tid starts at item tid
+// (k = tid / G, V threads' draws t0 = V*g) and steps by the grid size T,
+// kept as (k, g) += (T / G, T % G), so a step costs adds, not a division.
+// G and T are multiples of 32, so a warp never straddles two k.
+// Vector stores in PTX, so ptxas keeps the vector whole (a plain store of
+// a union was split into 8+4+4 bytes; __stwb becomes a strong store).
+// CS: st.global.cs (streaming, evict first).
+template <bool CS> __device__ __forceinline__ void store(uint4 *p, uint4 v) {
+  if (CS)
+    asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+  else
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+}
+template <bool CS> __device__ __forceinline__ void store(uint2 *p, uint2 v) {
+  if (CS) asm volatile("st.global.cs.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(v.x), "r"(v.y) : "memory");
+  else asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(v.x), "r"(v.y) : "memory");
+}
+
+template <class D, class T, int V, bool CS>
+__global__ void __launch_bounds__(256) loop_kernel(T tr, typename T::S *out, long long n, unsigned S,
+                                                   tc_philox_args pa, unsigned K, unsigned qT, unsigned rT) {
+  typedef typename T::S St;
+  enum { U = D::U, CB = V * sizeof(St) < 16 ? V * sizeof(St) : 16, NC = V * sizeof(St) / CB };
+  typedef typename Vec<CB>::T Vt;
+  unsigned long long seed, offset;
+  unpack(pa, seed, offset);
+  const uint2 key = make_uint2((unsigned)seed, (unsigned)(seed >> 32));
+  const unsigned long long o4 = offset / 4, un = (unsigned long long)n, SU = (unsigned long long)S * U;
+  const unsigned G = S / V;
+  const unsigned tid = blockIdx.x * blockDim.x + threadIdx.x;
+  unsigned k = tid / G, g = tid - k * G;
+  while (k < K) {
+    const unsigned long long e0 = SU * k + (unsigned long long)g * V;
+    if (e0 < un) {
+      const unsigned long long lo = o4 + k;
+      const unsigned carry = lo < o4;
+      St vals[U][V];
+#pragma unroll
+      for (int j = 0; j < V; j++) {
+        const unsigned long long hi = (unsigned long long)(g * V + j) + carry;
+        const uint4 ctr = make_uint4((unsigned)lo, (unsigned)(lo >> 32), (unsigned)hi, (unsigned)(hi >> 32));
+        typename D::A r[U];
+        D::words(curand_Philox4x32_10(ctr, key), r);
+#pragma unroll
+        for (int ii = 0; ii < U; ii++) vals[ii][j] = tr(r[ii]);
+      }
+#pragma unroll
+      for (int ii = 0; ii < U; ii++) {
+        const unsigned long long e = e0 + (unsigned long long)S * ii;
+        St *p = out + e;
+        if (e + V <= un) {
+          union { St s[V]; Vt v[NC]; } u;
+#pragma unroll
+          for (int j = 0; j < V; j++) u.s[j] = vals[ii][j];
+#pragma unroll
+          for (int c = 0; c < NC; c++) store<CS>(reinterpret_cast<Vt *>(p) + c, u.v[c]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < V; j++)
+            if (e + j < un) p[j] = vals[ii][j];
+        }
+      }
+    }
+    g += rT;
+    k += qT;
+    if (g >= G) { g -= G; k++; }
+  }
+}
+
+// Resident blocks per SM for a kernel, asked once per instantiation (the
+// devices of one process are taken to be of one kind).
+template <class K> cudaError_t blocks_per_sm(K kernel, int *out) {
+  static int cached;
+  int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (!v) {
+    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, kernel, 256, 0);
+    if (e != cudaSuccess) return e;
+    if (v < 1) v = 1;
+    __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+  }
+  *out = v;
+  return cudaSuccess;
+}
+
+template <class D, class T, int V, bool CS>
+cudaError_t launch_loop(const T &tr, void *outp, unsigned long long n, unsigned S, const tc_philox_args *pa,
+                        int sm_count, cudaStream_t st) {
+  const unsigned long long per_k = (unsigned long long)S * D::U;
+  const unsigned long long K = (n + per_k - 1) / per_k, G = S / V;
+  const unsigned long long items = K * G;
+  if (items > 0xFFFFFFFFull) return cudaErrorInvalidValue; // the host splits far below this
+  int nb;
+  cudaError_t e = blocks_per_sm(loop_kernel<D, T, V, CS>, &nb);
+  if (e != cudaSuccess) return e;
+  unsigned long long blocks = (items + 255) / 256;
+  const unsigned long long cap = (unsigned long long)(sm_count > 0 ? sm_count : 1) * nb;
+  if (blocks > cap) blocks = cap; // one wave of resident blocks
+  const unsigned long long threads = blocks * 256;
+  loop_kernel<D, T, V, CS><<<(unsigned)blocks, 256, 0, st>>>(tr, (typename T::S *)outp, (long long)n, S, *pa,
+                                                             (unsigned)K, (unsigned)(threads / G),
+                                                             (unsigned)(threads % G));
+  return cudaGetLastError();
+}
+
 template <class D, class T>
-cudaError_t launch(const T &tr, void *outp, unsigned long long n, unsigned S, const tc_philox_args *pa,
-                   int reference, int sm_count, cudaStream_t st) {
+cudaError_t launch_fast(const T &tr, void *outp, unsigned long long n, unsigned S, const tc_philox_args *pa,
+                        int sm_count, cudaStream_t st) {
   typedef typename T::S St;
   St *out = (St *)outp;
-  if (reference) {
-    ref_kernel<D, T><<<S / 256, 256, 0, st>>>(tr, out, (long long)n, *pa);
-    return cudaGetLastError();
-  }
   enum { VB = 16 / sizeof(St) > 8 ? 8 : 16 / sizeof(St) };
   const unsigned long long per_k = (unsigned long long)S * D::U;
   const unsigned long long K = (n + per_k - 1) / per_k;
@@ -280,6 +397,55 @@ cudaError_t launch(const T &tr, void *outp, unsigned long long n, unsigned S, co
   else
     fast_kernel<D, T, 1><<<(unsigned)blocks, 256, 0, st>>>(tr, out, (long long)n, S, *pa, (unsigned)items);
   return cudaGetLastError();
+}
+
+template <class D, class T>
+cudaError_t launch(const T &tr, void *outp, unsigned long long n, unsigned S, const tc_philox_args *pa,
+                   int reference, int sm_count, cudaStream_t st) {
+  typedef typename T::S St;
+  if (reference) {
+    ref_kernel<D, T><<<S / 256, 256, 0, st>>>(tr, (St *)outp, (long long)n, *pa);
+    return cudaGetLastError();
+  }
+  return launch_fast<D>(tr, outp, n, S, pa, sm_count, st);
+}
+
+// 64-bit draws into 8-byte outputs under a schedule other than the original.
+// Vector stores need the buffer 16-byte aligned; otherwise 8-byte stores.
+template <class T>
+cudaError_t launch_bits64(int variant, const T &tr, void *out, unsigned long long n, unsigned S,
+                          const tc_philox_args *pa, int sms, cudaStream_t st) {
+  const bool al = (uintptr_t)out % 16 == 0;
+  switch (variant) {
+  case TC_RNG_I64_SPECIAL: return launch_fast<DBits64>(tr, out, n, S, pa, sms, st);
+  case TC_RNG_I64_LOOP:
+    return al ? launch_loop<DBits64, T, 2, false>(tr, out, n, S, pa, sms, st)
+              : launch_loop<DBits64, T, 1, false>(tr, out, n, S, pa, sms, st);
+  case TC_RNG_I64_LOOP_V1: return launch_loop<DBits64, T, 1, false>(tr, out, n, S, pa, sms, st);
+  case TC_RNG_I64_LOOP_V4:
+    return al ? launch_loop<DBits64, T, 4, false>(tr, out, n, S, pa, sms, st)
+              : launch_loop<DBits64, T, 1, false>(tr, out, n, S, pa, sms, st);
+  case TC_RNG_I64_LOOP_CS:
+    return al ? launch_loop<DBits64, T, 2, true>(tr, out, n, S, pa, sms, st)
+              : launch_loop<DBits64, T, 1, true>(tr, out, n, S, pa, sms, st);
+  }
+  return cudaErrorInvalidValue;
+}
+
+template <int O>
+cudaError_t launch_bits64_out(const tc_rng_op *op, void *out, unsigned long long n, unsigned S,
+                              const tc_philox_args *pa, int sms, cudaStream_t st) {
+  const unsigned long long r = op->range;
+  if (r == 0) {
+    TBits64<O, BITS_FULL> t = {0, op->base, {0, 0, 0}};
+    return launch_bits64(op->i64_variant, t, out, n, S, pa, sms, st);
+  }
+  if ((r & (r - 1)) == 0) {
+    TBits64<O, BITS_MASK> t = {r - 1, op->base, {0, 0, 0}};
+    return launch_bits64(op->i64_variant, t, out, n, S, pa, sms, st);
+  }
+  TBits64<O, BITS_MOD> t = {0, op->base, tc_fastdiv_make(r)};
+  return launch_bits64(op->i64_variant, t, out, n, S, pa, sms, st);
 }
 
 template <class D, typename W>
@@ -335,7 +501,13 @@ extern "C" cudaError_t tc_rng_launch(const tc_rng_op *op, void *out, uint64_t n,
     return launch<DNormalD>(t, out, n, S, pa, ref, sms, st);
   }
   case TC_DIST_BITS32: return launch_bits<DBits32, unsigned>(op, out, n, S, pa, ref, sms, st);
-  case TC_DIST_BITS64: return launch_bits<DBits64, unsigned long long>(op, out, n, S, pa, ref, sms, st);
+  case TC_DIST_BITS64:
+    if (!ref && op->i64_variant != TC_RNG_I64_ORIGINAL) {
+      if (op->i64_variant < 0 || op->i64_variant >= TC_RNG_I64_VARIANTS) return cudaErrorInvalidValue;
+      if (op->out == TC_OUT_I64) return launch_bits64_out<TC_OUT_I64>(op, out, n, S, pa, sms, st);
+      if (op->out == TC_OUT_F64) return launch_bits64_out<TC_OUT_F64>(op, out, n, S, pa, sms, st);
+    }
+    return launch_bits<DBits64, unsigned long long>(op, out, n, S, pa, ref, sms, st);
   }
   return cudaErrorInvalidValue;
 }

@@ -50,7 +50,75 @@ typedef struct tc_rng_op {
    * of two; range 0 means 2^64 (v = w). */
   uint64_t range;
   int64_t base;
+  /* fast kernel for 64-bit draws (TC_DIST_BITS64): one of TC_RNG_I64_*.
+   * Every schedule gives the same bits; only speed differs. */
+  int i64_variant;
 } tc_rng_op;
+
+/* Schedules for 64-bit draws into 8-byte outputs (int64, float64), chosen
+ * by TCUDA_RNG_I64_VARIANT (issue #6); other outputs use ORIGINAL.
+ * ORIGINAL: one item (V threads' draws for one k) per CUDA thread, the
+ *   transform branching on the range at run time (the first version);
+ * SPECIAL:  the same schedule, the transform's case fixed on the host;
+ * LOOP:     one wave of resident blocks looping over items, stepping k and
+ *   t without a division, 16-byte stores;
+ * LOOP_V1:  as LOOP with 8-byte stores, thread t owning torch's thread t
+ *   (torch's own store pattern);
+ * LOOP_V4:  as LOOP with 4 threads' draws per item (4 independent Philox
+ *   chains, two 16-byte stores per lane);
+ * LOOP_CS:  as LOOP with streaming (evict-first) stores. */
+enum {
+  TC_RNG_I64_ORIGINAL = 0, TC_RNG_I64_SPECIAL, TC_RNG_I64_LOOP, TC_RNG_I64_LOOP_V1, TC_RNG_I64_LOOP_V4,
+  TC_RNG_I64_LOOP_CS, TC_RNG_I64_VARIANTS
+};
+#define TC_RNG_I64_DEFAULT TC_RNG_I64_LOOP
+
+/* x mod d by multiplication (Granlund and Montgomery 1994, fig. 4.1, N=64):
+ * with l = ceil(log2 d) and m = floor(2^64 (2^l - d) / d) + 1,
+ * q = (t + ((x - t) >> 1)) >> (l - 1), t = mulhi(m, x), is x / d exactly for
+ * every 64-bit x. For d >= 3 not a power of two (those take the mask);
+ * torch's `%` by a run-time range compiles to a slow division loop. */
+typedef struct tc_fastdiv { uint64_t d, m; unsigned shift; /* l - 1 */ } tc_fastdiv;
+
+static inline tc_fastdiv tc_fastdiv_make(uint64_t d) {
+  tc_fastdiv f = {d, 0, 0};
+  unsigned l = 0;
+  while (l < 64 && ((uint64_t)1 << l) < d) l++;
+  /* floor(2^64 * r / d), r = 2^l - d < d, by long division one bit at a time */
+  uint64_t r = l == 64 ? (uint64_t)0 - d : ((uint64_t)1 << l) - d, q = 0;
+  for (int i = 0; i < 64; i++) {
+    int top = (int)(r >> 63);
+    r <<= 1;
+    q <<= 1;
+    if (top || r >= d) { r -= d; q |= 1; }
+  }
+  f.m = q + 1;
+  f.shift = l - 1;
+  return f;
+}
+
+#ifdef __CUDACC__
+#define TC_HD __host__ __device__
+#else
+#define TC_HD
+#endif
+
+TC_HD static inline uint64_t tc_mulhi64(uint64_t a, uint64_t b) {
+#ifdef __CUDA_ARCH__
+  return __umul64hi(a, b);
+#else
+  uint64_t a0 = (uint32_t)a, a1 = a >> 32, b0 = (uint32_t)b, b1 = b >> 32;
+  uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
+  uint64_t mid = (p00 >> 32) + (uint32_t)p01 + (uint32_t)p10;
+  return p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+#endif
+}
+
+TC_HD static inline uint64_t tc_fastdiv_mod(uint64_t x, tc_fastdiv f) {
+  uint64_t t = tc_mulhi64(f.m, x);
+  uint64_t q = (t + ((x - t) >> 1)) >> f.shift;
+  return x - q * f.d;
+}
 
 /* Elements per Philox call for a draw (torch's unroll factor). */
 static inline int tc_rng_unroll(tc_rng_dist d) {
