@@ -288,7 +288,13 @@ static void sweep_one(sweep_t *w, const char *op, const char *name, const char *
   g_errmsg[0] = 0;
   double t = timeit_n(bc ? sw_broadcast : sw_reduce, &w->big, 20);
   int ok = !g_err && (bc ? verify_broadcast(w) : verify_reduce(w));
-  printf("SWEEP op=%s variant=%s gbs=%.1f ok=%d env=\"%s\"%s%s%s\n", op, name, g_err ? 0.0 : BIG / 1e9 / t, ok, env,
+  char full[384] = "", buf[256], *save = NULL;
+  snprintf(buf, sizeof buf, "%s", env);
+  for (char *tok = strtok_r(buf, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+    size_t l = strlen(full);
+    snprintf(full + l, sizeof full - l, "%sTCUDA_COMM_%s", l ? " " : "", tok);
+  }
+  printf("SWEEP op=%s variant=%s gbs=%.1f ok=%d env=\"%s\"%s%s%s\n", op, name, g_err ? 0.0 : BIG / 1e9 / t, ok, full,
          g_err ? " error=\"" : "", g_err ? g_errmsg : "", g_err ? "\"" : "");
   fflush(stdout);
   cudaGetLastError();
