@@ -14,6 +14,12 @@ __global__ void tct_spin_kernel(unsigned long long ns) {
   }
 }
 
+__global__ void tct_wait_flag_kernel(const volatile unsigned *flag, unsigned long long ns) {
+  unsigned long long start = now_ns();
+  while (*flag == 0 && now_ns() - start < ns) {
+  }
+}
+
 __global__ void tct_fill_kernel(unsigned *p, size_t n, unsigned seed) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
     p[i] = tct_pattern(i, seed);
@@ -33,6 +39,11 @@ static unsigned blocks_for(size_t n) {
 
 extern "C" cudaError_t tct_spin_us(unsigned long long us, cudaStream_t s) {
   tct_spin_kernel<<<1, 1, 0, s>>>(us * 1000ull);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t tct_wait_flag(const volatile unsigned *flag, unsigned long long timeout_us, cudaStream_t s) {
+  tct_wait_flag_kernel<<<1, 1, 0, s>>>(flag, timeout_us * 1000ull);
   return cudaGetLastError();
 }
 

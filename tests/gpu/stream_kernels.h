@@ -10,6 +10,10 @@ extern "C" {
 
 /* One thread that busy-waits `us` microseconds of %globaltimer time. */
 cudaError_t tct_spin_us(unsigned long long us, cudaStream_t stream);
+/* One thread that waits until *flag (host-mapped memory) is non-zero, or
+ * `timeout_us` passed, so a test can hold a stream busy exactly as long as
+ * it needs. */
+cudaError_t tct_wait_flag(const volatile unsigned *flag, unsigned long long timeout_us, cudaStream_t stream);
 /* p[i] = tct_pattern(i, seed) for i < n. */
 cudaError_t tct_fill(unsigned *p, size_t n, unsigned seed, cudaStream_t stream);
 /* Adds to *mismatches the number of i < n with p[i] != tct_pattern(i, seed). */

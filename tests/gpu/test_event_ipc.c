@@ -1,9 +1,10 @@
 /* Events across two processes. The producer (this test) writes a buffer with
- * a kernel behind a long spin and records an interprocess event after it;
+ * a kernel behind a gate and records an interprocess event after it;
  * the consumer (this binary re-executed with --consumer, since a child
  * forked after CUDA is touched cannot use CUDA) opens the event and the
  * memory, checks the event is still pending, waits on it, and checks the
- * data. Handles travel over a pipe. */
+ * data. The producer's kernel is gated on a host flag, released only after
+ * the consumer has seen the event pending. Handles travel over a pipe. */
 #include <string.h>
 #include "harness.h"
 #include "stream_kernels.h"
@@ -14,7 +15,7 @@
 #define CU(call) CHECK((call) == cudaSuccess)
 #define N ((size_t)1 << 20)
 #define SEED 0x600dcafeu
-#define SPIN_US 500000ull
+#define WAIT_US 10000000ull /* the gate's timeout, for launches that block */
 
 typedef struct {
   cudaIpcMemHandle_t mem;
@@ -65,12 +66,14 @@ static int consumer(int rfd, int wfd) {
   char c = 'r';
   if (!write_all(wfd, &c, 1)) return 16;
   if (!read_all(rfd, &c, 1) || (c != 'R' && c != 'D')) return 17;
-  /* 'R': the producer saw its kernel still spinning, so the event must be
-   * pending here, or the data check below would prove nothing. 'D': its
-   * work had already finished (compute-sanitizer serialises launches). */
+  /* 'R': the producer's kernel waits on a flag it sets only after our 'q',
+   * so the event is pending here for certain, however slow this process is.
+   * 'D': its launches were synchronous (a sanitizer) and the gate timed out. */
   int done = -1;
   if (tcuda_event_query(ev, &done)) return 18;
   if (c == 'R' && done != 0) return 18;
+  c = 'q';
+  if (!write_all(wfd, &c, 1)) return 16;
   if (tcuda_event_wait(ev, &s)) return 19;
   if (tct_check(buf, N, SEED, bad, s.handle) != cudaSuccess) return 20;
   if (tcuda_stream_synchronize(s)) return 21;
@@ -119,13 +122,19 @@ static void two_process_ipc(void) {
   CHECK(read_all(up[0], &c, 1) && c == 'r'); /* consumer has opened everything */
   tcuda_stream_t s;
   CHECK_OK(tcuda_stream_from_pool(0, 0, &s));
-  CU(tct_spin_us(SPIN_US, s.handle));
+  unsigned *flag = NULL, *dflag = NULL;
+  CU(cudaHostAlloc((void **)&flag, sizeof *flag, cudaHostAllocMapped));
+  *flag = 0;
+  CU(cudaHostGetDevicePointer((void **)&dflag, flag, 0));
+  CU(tct_wait_flag(dflag, WAIT_US, s.handle));
   CU(tct_fill(buf, N, SEED, s.handle));
   CHECK_OK(tcuda_event_record(ev, &s));
   int finished = 1;
   CHECK_OK(tcuda_stream_query(s, &finished));
   c = finished ? 'D' : 'R';
   CHECK(write_all(down[1], &c, 1));
+  CHECK(read_all(up[0], &c, 1) && c == 'q'); /* consumer has queried the event */
+  __atomic_store_n(flag, 1u, __ATOMIC_SEQ_CST);
 
   int status = 0;
   CHECK(waitpid(pid, &status, 0) == pid);
@@ -135,6 +144,7 @@ static void two_process_ipc(void) {
   CHECK_OK(tcuda_stream_synchronize(s));
   tcuda_event_destroy(ev);
   CU(cudaFree(buf));
+  CU(cudaFreeHost(flag));
   close(down[1]);
   close(up[0]);
 }
