@@ -29,10 +29,12 @@ def main():
         ("normal_bf16", torch.bfloat16, lambda t: t.normal_()),
         ("randint_i64", torch.int64, lambda t: t.random_(0, 1000)),
         ("randint_i64_2p40", torch.int64, lambda t: t.random_(0, 1 << 40)),
+        ("randint_i64_1e12", torch.int64, lambda t: t.random_(0, 10**12)),
         ("randint_i32", torch.int32, lambda t: t.random_(0, 1000)),
         ("random_i64", torch.int64, lambda t: t.random_()),
         ("random_i32", torch.int32, lambda t: t.random_()),
         ("random_f32", torch.float32, lambda t: t.random_()),
+        ("random_f64", torch.float64, lambda t: t.random_()),
         ("random_u8", torch.uint8, lambda t: t.random_()),
     ]
     for metric, dt, fn in cases:
