@@ -7,7 +7,10 @@
 // t + S*(U*k + ii). The fast kernel keeps that element -> (t, k, ii) mapping
 // but schedules it differently: one CUDA thread handles V consecutive t for
 // one k, computing each counter directly (no curand_init), so every lane ii
-// becomes one V-element vector store.
+// becomes one V-element vector store. For 64-bit draws into 8-byte outputs
+// a resident-block loop over the same items is also available (see
+// TC_RNG_I64_* in kernels.h): one item per thread left int64 random_ behind
+// torch, as each thread then writes only 32 bytes after its setup.
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -272,10 +275,6 @@ __global__ void __launch_bounds__(256, 4) ref_kernel(T tr, typename T::S *out, l
   }
 }
 
-// Resident blocks looping over items: thread tid starts at item tid
-// (k = tid / G, V threads' draws t0 = V*g) and steps by the grid size T,
-// kept as (k, g) += (T / G, T % G), so a step costs adds, not a division.
-// G and T are multiples of 32, so a warp never straddles two k.
 // Vector stores in PTX, so ptxas keeps the vector whole (a plain store of
 // a union was split into 8+4+4 bytes; __stwb becomes a strong store).
 // CS: st.global.cs (streaming, evict first).
@@ -292,6 +291,10 @@ template <bool CS> __device__ __forceinline__ void store(uint2 *p, uint2 v) {
   else asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(v.x), "r"(v.y) : "memory");
 }
 
+// Resident blocks looping over items: thread tid starts at item tid
+// (k = tid / G, V threads' draws t0 = V*g) and steps by the grid size T,
+// kept as (k, g) += (T / G, T % G), so a step costs adds, not a division.
+// G and T are multiples of 32, so a warp never straddles two k.
 template <class D, class T, int V, bool CS>
 __global__ void __launch_bounds__(256) loop_kernel(T tr, typename T::S *out, long long n, unsigned S,
                                                    tc_philox_args pa, unsigned K, unsigned qT, unsigned rT) {
