@@ -122,6 +122,9 @@ struct tc_alloc {
   void **slabs;
   size_t nslabs, capslabs;
   tc_seg *segs;
+  /* lowest and highest address any segment ever covered: a lock-free
+   * "not mine" for tcuda_free's search across devices */
+  _Atomic uint64_t va_lo, va_hi;
   tc_evq *evq; /* sorted by stream */
   size_t nevq, capevq;
   uint64_t rng;
@@ -233,15 +236,23 @@ static tc_block *new_block(tc_alloc *a, tc_seg *seg, uint64_t addr, uint64_t siz
   tc_block *b = a->freelist;
   a->freelist = b->next;
   a->nfree--;
-  memset(b, 0, sizeof *b);
-  b->uses = b->inl;
-  b->capuses = 2;
+  /* every field by hand: a memset of the whole struct showed in profiles */
   b->addr = addr;
   b->size = size;
-  b->seg = seg;
-  b->pool = seg->pool;
+  b->requested = 0;
   b->stream = seg->stream;
+  b->prev = b->next = NULL;
+  b->tl = b->tr = b->tp = NULL;
+  b->pool = seg->pool;
+  b->seg = seg;
+  b->gc_base = 0;
+  b->prio = 0;
+  b->event_count = 0;
+  b->allocated = 0;
   b->mapped = 1;
+  b->nuses = 0;
+  b->capuses = 2;
+  b->uses = b->inl;
   return b;
 }
 
@@ -315,6 +326,22 @@ static void tree_erase(tc_tree *t, tc_block *b) {
   else if (p->tl == b) p->tl = NULL;
   else p->tr = NULL;
   b->tp = NULL;
+}
+
+/* nw takes old's place in the tree (links and priority). The caller has
+ * checked that nw's key sorts between old's neighbours, so the order holds
+ * without a single rotation: a split or merge then costs O(1) tree work. */
+static void tree_replace(tc_tree *t, tc_block *old, tc_block *nw) {
+  nw->tl = old->tl;
+  nw->tr = old->tr;
+  nw->tp = old->tp;
+  nw->prio = old->prio;
+  if (nw->tl) nw->tl->tp = nw;
+  if (nw->tr) nw->tr->tp = nw;
+  if (!nw->tp) t->root = nw;
+  else if (nw->tp->tl == old) nw->tp->tl = nw;
+  else nw->tp->tr = nw;
+  old->tl = old->tr = old->tp = NULL;
 }
 
 /* First element >= key, or NULL (end). */
@@ -439,6 +466,10 @@ static tc_block *ht_take(tc_alloc *a, uint64_t key) {
 /* segments                                                             */
 
 static void seg_link(tc_alloc *a, tc_seg *s) {
+  if (s->addr < atomic_load_explicit(&a->va_lo, memory_order_relaxed))
+    atomic_store_explicit(&a->va_lo, s->addr, memory_order_relaxed);
+  if (s->addr + s->size > atomic_load_explicit(&a->va_hi, memory_order_relaxed))
+    atomic_store_explicit(&a->va_hi, s->addr + s->size, memory_order_relaxed);
   s->lprev = NULL;
   s->lnext = a->segs;
   if (a->segs) a->segs->lprev = s;
@@ -454,8 +485,10 @@ static void seg_unlink_free(tc_alloc *a, tc_seg *s) {
 
 static inline int is_split(const tc_block *b) { return b->prev || b->next; }
 
-/* torch's try_merge_blocks: dst absorbs src; returns the size absorbed. */
-static uint64_t try_merge(tc_alloc *a, tc_block *dst, tc_block *src) {
+/* torch's try_merge_blocks: dst absorbs src; returns the size absorbed.
+ * With victim, the first absorbed block of the free tree is left there as
+ * *victim, for free_block to hand its tree node to dst. */
+static uint64_t try_merge(tc_alloc *a, tc_block *dst, tc_block *src, tc_block **victim) {
   if (!src || src->allocated || src->event_count > 0 || src->nuses || dst->mapped != src->mapped) return 0;
   if (dst->prev == src) {
     dst->addr = src->addr;
@@ -468,8 +501,12 @@ static uint64_t try_merge(tc_alloc *a, tc_block *dst, tc_block *src) {
   }
   uint64_t sub = src->size;
   dst->size += sub;
-  tree_erase(src->mapped ? &src->pool->blocks : &src->pool->unmapped, src);
-  del_block(a, src);
+  if (victim && src->mapped && !*victim) {
+    *victim = src;
+  } else {
+    tree_erase(src->mapped ? &src->pool->blocks : &src->pool->unmapped, src);
+    del_block(a, src);
+  }
   return sub;
 }
 
@@ -479,15 +516,29 @@ static void free_block(tc_alloc *a, tc_block *b) {
   TRACE(a, TC_TRACE_FREE_COMPLETED, b->addr, b->requested, b->stream);
   uint64_t orig_size = b->size, req = b->requested;
   int64_t net_n = 0, net_b = 0;
-  tc_block *cand[2] = {b->prev, b->next};
+  tc_block *cand[2] = {b->prev, b->next}, *victim = NULL;
   for (int k = 0; k < 2; k++) {
-    uint64_t sub = try_merge(a, b, cand[k]);
+    uint64_t sub = try_merge(a, b, cand[k], &victim);
     if (sub) {
       net_n -= 1;
       net_b -= (int64_t)sub;
     }
   }
-  pool_insert(a, pool, b);
+  if (victim) {
+    /* b's key is larger than victim's (same stream, bigger size); it can
+     * take victim's node when victim's successor is still larger */
+    tc_block *succ = tree_next(victim);
+    if (!succ || !key_less(&pool->blocks, succ, b->stream, b->size, b->addr)) {
+      b->gc_base = pool->gc_calls;
+      tree_replace(&pool->blocks, victim, b);
+    } else {
+      tree_erase(&pool->blocks, victim);
+      pool_insert(a, pool, b);
+    }
+    del_block(a, victim);
+  } else {
+    pool_insert(a, pool, b);
+  }
   if (is_split(b)) {
     net_n += 1;
     net_b += (int64_t)b->size;
@@ -564,8 +615,8 @@ static int map_block(tc_alloc *a, tc_block *to_map, uint64_t size, tcuda_status 
     tree_insert(a, &pool->unmapped, rem);
     to_map->size = msize;
   }
-  try_merge(a, to_map, to_map->prev);
-  try_merge(a, to_map, to_map->next);
+  try_merge(a, to_map, to_map->prev, NULL);
+  try_merge(a, to_map, to_map->next, NULL);
   pool_insert(a, pool, to_map);
   a->total_allocated += msize;
   arr_inc(a->st.reserved_bytes, pool->pidx, (int64_t)msize);
@@ -678,8 +729,8 @@ static tcuda_status unmap_block(tc_alloc *a, tc_block *b) {
   b->addr = uaddr;
   b->size = usize;
   b->mapped = 0;
-  try_merge(a, b, b->prev);
-  try_merge(a, b, b->next);
+  try_merge(a, b, b->prev, NULL);
+  try_merge(a, b, b->next, NULL);
   tree_insert(a, &pool->unmapped, b);
   a->total_allocated -= usize;
   arr_dec(a->st.reserved_bytes, pool->pidx, (int64_t)usize);
@@ -849,6 +900,7 @@ typedef struct params {
   uint64_t size, stream, alloc_size;
   tc_pool *pool;
   tc_block *block;
+  int in_tree; /* block is still in pool->blocks (alloc_found_block takes it out) */
 } params;
 
 static int get_free_block(tc_alloc *a, params *p) {
@@ -875,8 +927,9 @@ static int get_free_block(tc_alloc *a, params *p) {
   uint64_t msp = a->cfg.max_split_size;
   if (p->size < msp && it->size >= msp) return 0;
   if (p->size >= msp && it->size >= p->size + a->cfg.max_non_split_rounding_size) return 0;
-  tree_erase(&pool->blocks, it);
   p->block = it;
+  if (it->seg->expandable) tree_erase(&pool->blocks, it);
+  else p->in_tree = 1;
   return 1;
 }
 
@@ -1077,7 +1130,17 @@ static tc_block *alloc_found_block(tc_alloc *a, params *p, uint64_t orig_size, i
     if (rem->next) rem->next->prev = rem;
     b->next = rem;
     b->size = p->size;
-    pool_insert(a, pool, rem);
+    /* the remainder sorts below b; it takes b's node when b's predecessor
+     * is still below it */
+    tc_block *pred = p->in_tree ? tree_prev(b) : NULL;
+    if (p->in_tree && (!pred || key_less(&pool->blocks, pred, rem->stream, rem->size, rem->addr))) {
+      rem->gc_base = pool->gc_calls;
+      tree_replace(&pool->blocks, b, rem);
+    } else {
+      if (p->in_tree) tree_erase(&pool->blocks, b);
+      pool_insert(a, pool, rem);
+    }
+    p->in_tree = 0;
     if (!exp) {
       if (already_split) {
         arr_dec(a->st.inactive_split_bytes, pidx, (int64_t)b->size);
@@ -1090,6 +1153,7 @@ static tc_block *alloc_found_block(tc_alloc *a, params *p, uint64_t orig_size, i
     arr_dec(a->st.inactive_split_bytes, pidx, (int64_t)b->size);
     arr_dec(a->st.inactive_split, pidx, 1);
   }
+  if (p->in_tree) tree_erase(&pool->blocks, b);
   b->allocated = 1;
   b->requested = orig_size;
   ht_put(a, b->addr, b);
@@ -1156,6 +1220,7 @@ static tcuda_status malloc_locked(tc_alloc *a, uint64_t orig, uint64_t stream, u
   }
   p.alloc_size = tc_alloc_segment_size(p.size);
   p.block = NULL;
+  p.in_tree = 0;
   if (!get_free_block(a, &p)) {
     if (a->has_allowed && a->cfg.garbage_collection_threshold > 0 && (s = garbage_collect(a))) return s;
     int r = alloc_block(a, &p, 0, &s);
@@ -1239,6 +1304,12 @@ tcuda_status tc_alloc_free(tc_alloc *a, uint64_t addr) {
 }
 
 int tc_alloc_free_if_owned(tc_alloc *a, uint64_t addr, tcuda_status *status) {
+  /* Outside every range this allocator ever had: not its pointer. A free
+   * racing with the segment's creation cannot happen (the pointer is not
+   * handed out before seg_link). */
+  if (addr < atomic_load_explicit(&a->va_lo, memory_order_relaxed) ||
+      addr >= atomic_load_explicit(&a->va_hi, memory_order_relaxed))
+    return 0;
   pthread_mutex_lock(&a->mu);
   tc_block *b = ht_find(a, addr);
   if (b) *status = free_found(a, b);
@@ -1516,6 +1587,7 @@ tcuda_status tc_alloc_create(int device, const tc_backend *be, const tc_alloc_co
   a->large.pidx = TCUDA_STAT_LARGE_POOL;
   a->small.unmapped.by_addr = a->large.unmapped.by_addr = 1;
   a->rng = 0x2545F4914F6CDD1Dull ^ ((uint64_t)(uintptr_t)a << 1);
+  atomic_store(&a->va_lo, UINT64_MAX);
   a->st.max_split_size = (int64_t)a->cfg.max_split_size; /* SIZE_MAX reads -1, as torch */
   if (reserve_blocks(a, SLAB_BLOCKS)) {
     tc_alloc_destroy(a);

@@ -5,6 +5,7 @@
  * context only records it, and the context is made when work needs it. */
 #include "core.h"
 #include <cuda.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,9 +38,32 @@ void *tc_driver_fn(const char *name) {
   return fn;
 }
 
+/* cudaGetDevice costs ~40 ns, most of a cached malloc. The thread's current
+ * context is a cheap driver read, and a context belongs to one device for
+ * life, so the answer is remembered per context: a cudaSetDevice made
+ * outside tcuda switches the context and misses this cache. */
+typedef CUresult (*pfn_ctx_current)(CUcontext *);
+static _Atomic(pfn_ctx_current) g_ctx_current;
+static atomic_int g_ctx_current_looked;
+static _Thread_local CUcontext tl_ctx;
+static _Thread_local int tl_ctx_device;
+
 static tcuda_status get_device(const char *func, int *out) {
   if (tl_target >= 0) { *out = tl_target; return TCUDA_SUCCESS; }
+  pfn_ctx_current fn = atomic_load_explicit(&g_ctx_current, memory_order_acquire);
+  if (!fn && !atomic_load_explicit(&g_ctx_current_looked, memory_order_acquire)) {
+    fn = (pfn_ctx_current)tc_driver_fn("cuCtxGetCurrent");
+    atomic_store_explicit(&g_ctx_current, fn, memory_order_release);
+    atomic_store_explicit(&g_ctx_current_looked, 1, memory_order_release);
+  }
+  CUcontext c = NULL;
+  if (fn && fn(&c) != CUDA_SUCCESS) c = NULL;
+  if (c && c == tl_ctx) { *out = tl_ctx_device; return TCUDA_SUCCESS; }
   TC_CUDA_TRY(func, cudaGetDevice(out));
+  if (c) { /* no context yet: nothing to key on, ask again next time */
+    tl_ctx = c;
+    tl_ctx_device = *out;
+  }
   return TCUDA_SUCCESS;
 }
 

@@ -130,6 +130,30 @@ static void device_of_pointers(void) {
   CHECK_OK(tcuda_set_device(0));
 }
 
+/* The current device is cached per CUDA context; switches made with the
+ * runtime (or driver) behind tcuda's back must still be seen at once. */
+static void outside_switches_seen(void) {
+  int n = tcuda_device_count(), d = -1;
+  for (int round = 0; round < 3; round++)
+    for (int dev = n - 1; dev >= 0; dev--) {
+      CHECK(cudaSetDevice(dev) == cudaSuccess);
+      CHECK_OK(tcuda_current_device(&d));
+      CHECK_EQ_INT(d, dev);
+      void *p = NULL;
+      CHECK_OK(tcuda_malloc(&p, 4096)); /* lands on the runtime's device */
+      int owner = -1;
+      CHECK_OK(tcuda_device_of(p, &owner));
+      CHECK_EQ_INT(owner, dev);
+      CHECK_OK(tcuda_free(p));
+    }
+  CHECK_OK(tcuda_set_device(n - 1));
+  CHECK(cudaGetDevice(&d) == cudaSuccess);
+  CHECK_EQ_INT(d, n - 1);
+  CHECK_OK(tcuda_set_device(0));
+  CHECK_OK(tcuda_current_device(&d));
+  CHECK_EQ_INT(d, 0);
+}
+
 static void sync_and_peer(void) {
   int n = tcuda_device_count(), can = -1;
   CHECK_OK(tcuda_synchronize(-1));
@@ -229,6 +253,6 @@ int main(int argc, char **argv) {
   }
   static const tc_test tests[] = {T(fork_rules), T(init_and_count), T(current_device_and_range),
                                   T(guard_restores_and_nests), T(properties_match_cuda), T(device_of_pointers),
-                                  T(sync_and_peer)};
+                                  T(outside_switches_seen),                                  T(sync_and_peer)};
   return tc_run(tests, sizeof tests / sizeof *tests, argc, argv);
 }
