@@ -253,6 +253,6 @@ int main(int argc, char **argv) {
   }
   static const tc_test tests[] = {T(fork_rules), T(init_and_count), T(current_device_and_range),
                                   T(guard_restores_and_nests), T(properties_match_cuda), T(device_of_pointers),
-                                  T(outside_switches_seen),                                  T(sync_and_peer)};
+                                  T(outside_switches_seen), T(sync_and_peer)};
   return tc_run(tests, sizeof tests / sizeof *tests, argc, argv);
 }
