@@ -137,6 +137,10 @@ struct tc_alloc {
   atomic_int ncaps;
   tc_block **deferred; /* freed during capture while other streams used them */
   size_t ndeferred, capdeferred;
+  /* combining (see "contended calls" below) */
+  struct tc_req *reqs;
+  atomic_int nslots; /* slots ever used: serve() scans these */
+  atomic_int busy;   /* a malloc/free holds mu: waiters read this, not the lock */
 };
 
 /* ------------------------------------------------------------------ */
@@ -1243,6 +1247,155 @@ static tcuda_status malloc_locked(tc_alloc *a, uint64_t orig, uint64_t stream, u
   return TCUDA_SUCCESS;
 }
 
+/* ------------------------------------------------------------------ */
+/* contended calls: combining                                           */
+
+/* Under contention a plain lock moves the allocator's data (trees, stats,
+ * hash table) to every new owner's core, and each call pays those misses:
+ * eight threads went 10x slower per call than one. Instead a thread that
+ * finds the lock taken publishes its request in a slot, and whoever holds
+ * the lock runs the published requests while the data is hot in its cache.
+ * Only calls that need no backend work, no trace and no capture are run for
+ * another thread (a cached malloc, a free without record_stream); the rest,
+ * and anything that fails, goes back to its caller, which takes the lock
+ * itself. Each request runs whole under the lock, so every outcome is one
+ * of a serial order of the calls: the policy is unchanged. */
+#define TC_REQ_SLOTS 64
+#define TC_REQ_SPINS 4000 /* then the waiter blocks on the lock instead */
+enum { RQ_FREE, RQ_OWNED, RQ_PENDING, RQ_BUSY, RQ_DONE };
+enum { OP_MALLOC, OP_FREE };
+
+typedef struct tc_req {
+  _Alignas(64) atomic_int state;
+  int op, outcome; /* outcome 1: done; 0: the caller must take the lock */
+  uint64_t size, stream, addr;
+} tc_req;
+
+static tcuda_status free_found(tc_alloc *a, tc_block *b);
+
+static _Thread_local int tl_slot = -1;
+static atomic_int g_next_slot;
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+/* A cached malloc or a plain free; 0 when it needs the full path. Never
+ * sets an error (it may run in another thread). */
+static int run_fast(tc_alloc *a, tc_req *r) {
+  if (a->trace || capturing(a)) return 0;
+  if (r->op == OP_FREE) {
+    tc_block *b = ht_find(a, r->addr);
+    if (!b || b->nuses) return 0;
+    return free_found(a, b) == TCUDA_SUCCESS;
+  }
+  if (a->has_allowed && a->cfg.garbage_collection_threshold > 0) return 0; /* get_free_block counts GC calls */
+  /* nothing here may set an error message: it would land in the lock
+   * holder's thread. So no growth and no pending events on this path. */
+  if (a->nfree < 4 || (a->ht_len + 1) * 10 > a->ht_cap * 7 || a->nevq || a->ndeferred) return 0;
+  params p;
+  p.size = tc_alloc_round_size(&a->cfg, r->size);
+  p.stream = r->stream;
+  p.pool = p.size <= TC_SMALL_SIZE ? &a->small : &a->large;
+  p.alloc_size = tc_alloc_segment_size(p.size);
+  p.block = NULL;
+  p.in_tree = 0;
+  if (!get_free_block(a, &p)) return 0;
+  r->addr = alloc_found_block(a, &p, r->size, should_split(a, p.block, p.size))->addr;
+  return 1;
+}
+
+/* Under the lock: run every published request, a few passes while more
+ * come. Returns how many ran. */
+static int serve(tc_alloc *a) {
+  int n = atomic_load_explicit(&a->nslots, memory_order_acquire), total = 0;
+  for (int pass = 0; pass < 8; pass++) {
+    int ran = 0;
+    for (int i = 0; i < n; i++) {
+      tc_req *r = &a->reqs[i];
+      /* no CAS needed: only a lock holder takes requests, and a waiter
+       * withdraws its own only while holding the lock */
+      if (atomic_load_explicit(&r->state, memory_order_acquire) != RQ_PENDING) continue;
+      r->outcome = run_fast(a, r);
+      atomic_store_explicit(&r->state, RQ_DONE, memory_order_release);
+      ran++;
+    }
+    total += ran;
+    if (!ran) break;
+  }
+  return total;
+}
+
+static inline int trylock_busy(tc_alloc *a) {
+  if (pthread_mutex_trylock(&a->mu)) return 0;
+  atomic_store_explicit(&a->busy, 1, memory_order_relaxed);
+  return 1;
+}
+static inline void lock_busy(tc_alloc *a) {
+  pthread_mutex_lock(&a->mu);
+  atomic_store_explicit(&a->busy, 1, memory_order_relaxed);
+}
+static inline void unlock_serving(tc_alloc *a) {
+  if (atomic_load_explicit(&a->nslots, memory_order_relaxed)) serve(a);
+  atomic_store_explicit(&a->busy, 0, memory_order_relaxed);
+  pthread_mutex_unlock(&a->mu);
+}
+
+/* The lock was busy: publish the request and wait for a lock holder to run
+ * it, or take the lock to run everyone's. Returns 1 when done (r->addr for
+ * malloc), 0 when the caller must run the call under the lock itself. */
+static int combine(tc_alloc *a, int op, uint64_t size, uint64_t stream, uint64_t addr, uint64_t *out) {
+  if (!a->reqs) return 0;
+  if (tl_slot < 0) tl_slot = atomic_fetch_add_explicit(&g_next_slot, 1, memory_order_relaxed) % TC_REQ_SLOTS;
+  int i = tl_slot;
+  tc_req *r = &a->reqs[i];
+  int want = RQ_FREE;
+  if (!atomic_compare_exchange_strong_explicit(&r->state, &want, RQ_OWNED, memory_order_acquire,
+                                               memory_order_relaxed))
+    return 0; /* another thread shares this slot right now */
+  int n = atomic_load_explicit(&a->nslots, memory_order_relaxed);
+  while (n <= i && !atomic_compare_exchange_weak_explicit(&a->nslots, &n, i + 1, memory_order_release,
+                                                           memory_order_relaxed)) {
+  }
+  r->op = op;
+  r->size = size;
+  r->stream = stream;
+  r->addr = addr;
+  atomic_store_explicit(&r->state, RQ_PENDING, memory_order_release);
+  int outcome = 0;
+  for (int spins = 1;; spins++) {
+    if (atomic_load_explicit(&r->state, memory_order_acquire) == RQ_DONE) {
+      outcome = r->outcome;
+      break;
+    }
+    /* no malloc/free holds the lock (or the one that did left before the
+     * request was published): become the holder and run everyone's */
+    if (!atomic_load_explicit(&a->busy, memory_order_relaxed) && trylock_busy(a)) {
+      unlock_serving(a);
+      continue;
+    }
+    if (spins > TC_REQ_SPINS) { /* the holder is slow (a cudaMalloc): block */
+      lock_busy(a);
+      if (atomic_load_explicit(&r->state, memory_order_acquire) == RQ_DONE) {
+        outcome = r->outcome;
+      } else { /* still pending, and nobody else can take it while we hold the lock */
+        atomic_store_explicit(&r->state, RQ_OWNED, memory_order_relaxed);
+        outcome = run_fast(a, r);
+      }
+      unlock_serving(a);
+      break;
+    }
+    cpu_relax();
+  }
+  if (outcome && out) *out = r->addr;
+  atomic_store_explicit(&r->state, RQ_FREE, memory_order_release);
+  return outcome;
+}
+
 tcuda_status tc_alloc_malloc(tc_alloc *a, uint64_t size, uint64_t stream, uint64_t *addr) {
   TC_CHECK_ARG("tc_alloc_malloc", a != NULL, "allocator");
   TC_CHECK_ARG("tc_alloc_malloc", addr != NULL, "addr");
@@ -1254,9 +1407,12 @@ tcuda_status tc_alloc_malloc(tc_alloc *a, uint64_t size, uint64_t stream, uint64
     return tc_error(TCUDA_ERROR_OVERFLOW, "size %llu overflows when rounded up", (unsigned long long)size);
   if (size >= ONE_EB)
     return tc_error(TCUDA_ERROR_OUT_OF_MEMORY, "CUDA out of memory. Tried to allocate more than 1EB memory.");
-  pthread_mutex_lock(&a->mu);
+  if (!trylock_busy(a)) {
+    if (combine(a, OP_MALLOC, size, stream, 0, addr)) return TCUDA_SUCCESS;
+    lock_busy(a);
+  }
   tcuda_status s = malloc_locked(a, size, stream, addr);
-  pthread_mutex_unlock(&a->mu);
+  unlock_serving(a);
   return s;
 }
 
@@ -1293,10 +1449,13 @@ static tcuda_status free_found(tc_alloc *a, tc_block *b) {
 tcuda_status tc_alloc_free(tc_alloc *a, uint64_t addr) {
   TC_CHECK_ARG("tc_alloc_free", a != NULL, "allocator");
   if (!addr) return TCUDA_SUCCESS; /* free(NULL), as torch's raw_delete */
-  pthread_mutex_lock(&a->mu);
+  if (!trylock_busy(a)) {
+    if (combine(a, OP_FREE, 0, 0, addr, NULL)) return TCUDA_SUCCESS;
+    lock_busy(a);
+  }
   tc_block *b = ht_find(a, addr);
   tcuda_status s = b ? free_found(a, b) : TCUDA_ERROR_INVALID_POINTER;
-  pthread_mutex_unlock(&a->mu);
+  unlock_serving(a);
   if (!b)
     return tc_error(s, "pointer 0x%llx is not an allocation of device %d's allocator (never allocated, or already freed)",
                     (unsigned long long)addr, a->device);
@@ -1310,10 +1469,16 @@ int tc_alloc_free_if_owned(tc_alloc *a, uint64_t addr, tcuda_status *status) {
   if (addr < atomic_load_explicit(&a->va_lo, memory_order_relaxed) ||
       addr >= atomic_load_explicit(&a->va_hi, memory_order_relaxed))
     return 0;
-  pthread_mutex_lock(&a->mu);
+  if (!trylock_busy(a)) {
+    if (combine(a, OP_FREE, 0, 0, addr, NULL)) {
+      *status = TCUDA_SUCCESS;
+      return 1;
+    }
+    lock_busy(a);
+  }
   tc_block *b = ht_find(a, addr);
   if (b) *status = free_found(a, b);
-  pthread_mutex_unlock(&a->mu);
+  unlock_serving(a);
   return b != NULL;
 }
 
@@ -1588,6 +1753,10 @@ tcuda_status tc_alloc_create(int device, const tc_backend *be, const tc_alloc_co
   a->small.unmapped.by_addr = a->large.unmapped.by_addr = 1;
   a->rng = 0x2545F4914F6CDD1Dull ^ ((uint64_t)(uintptr_t)a << 1);
   atomic_store(&a->va_lo, UINT64_MAX);
+  /* without the slots every call simply takes the lock */
+  a->reqs = (tc_req *)aligned_alloc(_Alignof(tc_req), TC_REQ_SLOTS * sizeof(tc_req));
+  if (a->reqs)
+    for (int i = 0; i < TC_REQ_SLOTS; i++) atomic_init(&a->reqs[i].state, RQ_FREE);
   a->st.max_split_size = (int64_t)a->cfg.max_split_size; /* SIZE_MAX reads -1, as torch */
   if (reserve_blocks(a, SLAB_BLOCKS)) {
     tc_alloc_destroy(a);
@@ -1636,6 +1805,7 @@ void tc_alloc_destroy(tc_alloc *a) {
   for (size_t i = 0; i < a->nslabs; i++) free(a->slabs[i]);
   free(a->slabs);
   free(a->ht);
+  free(a->reqs);
   pthread_mutex_destroy(&a->mu);
   free(a);
 }
