@@ -9,6 +9,10 @@
  *   (d) 8 threads, one stream each, 4 KiB pairs               wall ns per pair
  *   (e) fragmentation on a fixed trace: peak reserved / peak allocated,
  *       each variant in a fresh child process (this binary, --frag VARIANT)
+ *   (f) cross-stream: 4 KiB allocated on stream A, used on stream B
+ *       (record_stream), freed; the block waits for an event on B. For
+ *       cudaMallocAsync the same safety is an event on B that A waits for
+ *       before cudaFreeAsync                                    ns per round
  *
  * Prints RESULT lines (format: bench/run-gpu). BENCH_ALLOC_SCALE=0.1 runs
  * fewer iterations. Without a GPU it prints SKIPPED and exits 0. */
@@ -78,6 +82,7 @@ typedef struct bench_alloc {
   int (*alloc)(void **p, size_t n, void *stream);
   void (*free)(void *p, void *stream);
   void (*trim)(void);   /* give cached memory back between patterns */
+  int (*cross)(size_t n, void *alloc_stream, void *use_stream); /* (f): one round */
   int available;
   char why[256];        /* why unavailable */
 } bench_alloc;
@@ -112,6 +117,22 @@ static void tc_free(void *p, void *stream) {
   if (tcuda_free(p) != TCUDA_SUCCESS) note_failure("tcuda_free", tcuda_last_error());
 }
 static void tc_trim(void) { tcuda_empty_cache(); }
+static int tc_cross(size_t n, void *alloc_stream, void *use_stream) {
+  tcuda_stream_t a = {(struct CUstream_st *)alloc_stream, (int64_t)(intptr_t)alloc_stream, 0, 0};
+  tcuda_stream_t u = {(struct CUstream_st *)use_stream, (int64_t)(intptr_t)use_stream, 0, 0};
+  void *p;
+  tcuda_status s = tcuda_malloc_on(&p, n, 0, a);
+  if (!s) {
+    s = tcuda_record_stream(p, u);
+    tcuda_status f = tcuda_free(p);
+    if (!s) s = f;
+  }
+  if (s) {
+    note_failure("tcuda cross-stream round", tcuda_last_error());
+    return -1;
+  }
+  return 0;
+}
 
 /* cudaMallocAsync on a private pool that keeps everything */
 static cudaMemPool_t g_pool;
@@ -126,6 +147,19 @@ static int ma_alloc(void **p, size_t n, void *stream) {
 static void ma_free(void *p, void *stream) {
   cudaError_t e = cudaFreeAsync(p, (cudaStream_t)stream);
   if (e != cudaSuccess) note_failure("cudaFreeAsync", cudaGetErrorString(e));
+}
+static cudaEvent_t g_ma_event;
+static int ma_cross(size_t n, void *alloc_stream, void *use_stream) {
+  void *p;
+  if (ma_alloc(&p, n, alloc_stream)) return -1;
+  cudaError_t e = cudaEventRecord(g_ma_event, (cudaStream_t)use_stream);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)alloc_stream, g_ma_event, 0);
+  if (e != cudaSuccess) {
+    note_failure("cudaEventRecord/cudaStreamWaitEvent", cudaGetErrorString(e));
+    return -1;
+  }
+  ma_free(p, alloc_stream);
+  return g_failed ? -1 : 0;
 }
 static void ma_trim(void) {
   cudaDeviceSynchronize();
@@ -167,17 +201,24 @@ static void c10_free_fn(void *p, void *stream) {
   c10_raw_delete(p);
 }
 static void c10_trim(void) { c10_empty_cache(); }
+static int c10_cross(size_t n, void *alloc_stream, void *use_stream) {
+  if (c10_cross_stream_round(n, alloc_stream, use_stream)) {
+    note_failure("torch cross-stream round", c10_last_error());
+    return -1;
+  }
+  return 0;
+}
 #endif
 
 enum { A_TCUDA = 0, A_TORCH = 1, A_ASYNC = 2, A_COUNT = 3 };
 static bench_alloc g_allocs[A_COUNT] = {
-    {"tcuda", tc_alloc, tc_free, tc_trim, 0, ""},
+    {"tcuda", tc_alloc, tc_free, tc_trim, tc_cross, 0, ""},
 #ifdef BENCH_HAVE_C10
-    {"torch", c10_alloc_fn, c10_free_fn, c10_trim, 0, ""},
+    {"torch", c10_alloc_fn, c10_free_fn, c10_trim, c10_cross, 0, ""},
 #else
-    {"torch", NULL, NULL, NULL, 0, "not built with PyTorch's c10 (torch not found at configure time)"},
+    {"torch", NULL, NULL, NULL, NULL, 0, "not built with PyTorch's c10 (torch not found at configure time)"},
 #endif
-    {"cudaMallocAsync", ma_alloc, ma_free, ma_trim, 0, ""},
+    {"cudaMallocAsync", ma_alloc, ma_free, ma_trim, ma_cross, 0, ""},
 };
 
 /* ------------------------------------------------------------------ */
@@ -288,6 +329,20 @@ static double pattern_threads(const bench_alloc *A, void *const *streams, long i
     for (int i = 0; i < NTHREADS; i++) pthread_join(th[i], NULL);
     trial[t] = (double)(now_ns() - t0) / (double)(iters * NTHREADS);
     pthread_barrier_destroy(&start);
+  }
+  return g_failed ? NAN : median(trial, 3);
+}
+
+/* (f) cross-stream record_stream rounds; streams[0] allocates, streams[1] uses */
+static double pattern_cross(const bench_alloc *A, void *const *streams, long iters) {
+  for (int i = 0; i < 200; i++)
+    if (A->cross(SIZE_4K, streams[0], streams[1])) return NAN;
+  double trial[3];
+  for (int t = 0; t < 3; t++) {
+    uint64_t t0 = now_ns();
+    for (long i = 0; i < iters; i++)
+      if (A->cross(SIZE_4K, streams[0], streams[1])) return NAN;
+    trial[t] = (double)(now_ns() - t0) / (double)iters;
   }
   return g_failed ? NAN : median(trial, 3);
 }
@@ -526,8 +581,19 @@ static long g_iters_pair, g_iters_mix_warm, g_iters_mix, g_iters_thr;
 static mix_seq g_mix;
 
 static double do_pairs(const bench_alloc *A, void *arg) { (void)arg; return pattern_pairs(A, NULL, g_iters_pair); }
-static double do_mixed(const bench_alloc *A, void *arg) { (void)arg; return pattern_mixed(A, &g_mix, g_iters_mix_warm, g_iters_mix); }
+static double do_mixed(const bench_alloc *A, void *arg) {
+  (void)arg;
+  tcuda_memory_stats_t s0, s1;
+  int mine = A == &g_allocs[A_TCUDA] && tcuda_memory_stats(0, &s0) == TCUDA_SUCCESS;
+  double v = pattern_mixed(A, &g_mix, g_iters_mix_warm, g_iters_mix);
+  if (mine && tcuda_memory_stats(0, &s1) == TCUDA_SUCCESS) /* is it the cache or cudaMalloc that we time? */
+    printf("bench_alloc: tcuda mixed: %lld cudaMalloc and %lld cudaFree calls in warm-up and timing\n",
+           (long long)(s1.num_device_alloc - s0.num_device_alloc), (long long)(s1.num_device_free - s0.num_device_free));
+  return v;
+}
 static double do_threads(const bench_alloc *A, void *arg) { return pattern_threads(A, (void *const *)arg, g_iters_thr); }
+static long g_iters_cross;
+static double do_cross(const bench_alloc *A, void *arg) { return pattern_cross(A, (void *const *)arg, g_iters_cross); }
 
 int main(int argc, char **argv) {
   if (argc >= 3 && !strcmp(argv[1], "--frag")) return frag_child(argv[2]);
@@ -567,6 +633,7 @@ int main(int argc, char **argv) {
   g_iters_mix_warm = scaled(20000);
   g_iters_mix = scaled(100000);
   g_iters_thr = scaled(20000);
+  g_iters_cross = scaled(20000);
   if (mix_seq_make(&g_mix, g_iters_mix_warm + 3 * g_iters_mix)) {
     printf("SKIPPED bench_alloc: host out of memory\n");
     return 0;
@@ -592,8 +659,22 @@ int main(int argc, char **argv) {
   if (have_streams) {
     run_all("(d) 8 threads 8 streams", d, do_threads, streams);
     report("pair_4KiB_8thr_8streams", d, "ns", target);
+    if (cudaEventCreateWithFlags(&g_ma_event, cudaEventDisableTiming) != cudaSuccess)
+      g_allocs[A_ASYNC].cross = NULL;
+    double f[A_COUNT];
+    for (int i = 0; i < A_COUNT; i++) {
+      f[i] = NAN;
+      if (!g_allocs[i].available || !g_allocs[i].cross) continue;
+      g_failed = 0;
+      f[i] = do_cross(&g_allocs[i], streams);
+      if (g_failed) fprintf(stderr, "bench_alloc: (f) cross-stream on %s failed: %s\n", g_allocs[i].name, g_fail_msg);
+      g_failed = 0;
+      cudaDeviceSynchronize();
+      trim_all();
+    }
+    report("cross_stream_record_4KiB", f, "ns", "<=torch (alloc on A, record_stream B, free)");
   } else {
-    fprintf(stderr, "bench_alloc: cudaStreamCreate failed; (d) skipped\n");
+    fprintf(stderr, "bench_alloc: cudaStreamCreate failed; (d) and (f) skipped\n");
   }
 
   /* (e) fragmentation, each variant in its own process */

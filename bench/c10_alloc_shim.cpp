@@ -4,6 +4,8 @@
 
 #include <c10/core/AllocatorConfig.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 
 #include <cstdio>
 #include <exception>
@@ -47,6 +49,19 @@ void c10_raw_delete(void *ptr) {
     cca::raw_delete(ptr);
   } catch (const std::exception &e) {
     fail("c10_raw_delete", e);
+  }
+}
+
+int c10_cross_stream_round(size_t size, void *alloc_stream, void *use_stream) {
+  try {
+    auto a = c10::cuda::getStreamFromExternal(static_cast<cudaStream_t>(alloc_stream), 0);
+    auto u = c10::cuda::getStreamFromExternal(static_cast<cudaStream_t>(use_stream), 0);
+    c10::cuda::CUDAStreamGuard guard(a);
+    c10::DataPtr p = cca::get()->allocate(size);
+    cca::recordStream(p, u);
+    return 0;  // p's deleter frees it here, with an event on u
+  } catch (const std::exception &e) {
+    return fail("c10_cross_stream_round", e);
   }
 }
 
@@ -105,6 +120,7 @@ int main(int argc, char **) {
     c10_shim_stats s;
     c10_init(1);
     c10_raw_delete(c10_raw_alloc(1, nullptr));
+    c10_cross_stream_round(1, nullptr, nullptr);
     c10_stats(0, &s);
     c10_empty_cache();
     c10_reset_peak(0);

@@ -21,6 +21,10 @@ int c10_init(int ndev);
 /* stream: a cudaStream_t, NULL for the legacy default stream. NULL on failure. */
 void *c10_raw_alloc(size_t size, void *stream);
 void c10_raw_delete(void *ptr);
+/* One record_stream round: allocate `size` on stream `alloc_stream` (the
+ * current stream, as torch code does), recordStream it on `use_stream`,
+ * free it (the block waits for an event on use_stream). */
+int c10_cross_stream_round(size_t size, void *alloc_stream, void *use_stream);
 int c10_stats(int device, c10_shim_stats *out);
 int c10_empty_cache(void);
 int c10_reset_peak(int device);
