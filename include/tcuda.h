@@ -845,11 +845,21 @@ TCUDA_API tcuda_status tcuda_graph_capture_fn(tcuda_graph_fn fn, void *user_data
  *
  * Engines: when PyTorch would use NCCL (CUDA tensors, dense and contiguous,
  * on unique devices) tcuda uses NCCL, except that a transfer between
- * exactly two GPUs with peer access uses tcuda's own NVLink copy and sum
- * kernels, which are faster. Other cases use peer copies and tcuda's sum
- * kernel. TCUDA_COMM_ENGINE=nccl (always NCCL where PyTorch would) or copy
- * (never NCCL) overrides; TCUDA_COMM_P2P=ce moves peer copies with the copy
- * engines (cudaMemcpyPeerAsync) instead of SM kernels. NCCL communicators
+ * exactly two GPUs with peer access goes its own way, which is faster: a
+ * bulk copy by a copy engine, reduce_add's sum by one kernel on the
+ * destination reading the peer over NVLink, many small tensors by one push
+ * kernel. Other cases use peer copies and tcuda's sum kernel.
+ * TCUDA_COMM_ENGINE=nccl (always NCCL where PyTorch would) or copy (never
+ * NCCL) overrides. Tuning knobs, each checked (a bad value is an error
+ * naming it): TCUDA_COMM_P2P=kernel|pull|pushpull|ce|ce2|ce4|cex2|cex4|
+ * cekernel|cepull (how a bulk peer copy moves: SM push/pull kernels, copy
+ * engines on 1-4 streams of the source or of both ends, or a split between
+ * two of them; naming a ce value also sends every other peer copy to the
+ * copy engines), TCUDA_COMM_REDUCE=auto|fused|push|mix|copy|pipe,
+ * TCUDA_COMM_SPLIT (1-99, percent on the first engine of a split),
+ * TCUDA_COMM_CHUNKS (2-64, for pipe), TCUDA_COMM_BLOCKS_PER_SM (1-32),
+ * TCUDA_COMM_THREADS (64-1024, a power of two) and TCUDA_COMM_UNROLL
+ * (1, 2, 4, 8 or 12). NCCL communicators
  * are cached per ordered device list (ncclCommInitAll) and never destroyed,
  * as in PyTorch, whose destroy-at-exit crashed.
  *
