@@ -4,7 +4,6 @@
 
 #include <c10/core/AllocatorConfig.h>
 #include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include <cstdio>
@@ -56,10 +55,16 @@ int c10_cross_stream_round(size_t size, void *alloc_stream, void *use_stream) {
   try {
     auto a = c10::cuda::getStreamFromExternal(static_cast<cudaStream_t>(alloc_stream), 0);
     auto u = c10::cuda::getStreamFromExternal(static_cast<cudaStream_t>(use_stream), 0);
-    c10::cuda::CUDAStreamGuard guard(a);
-    c10::DataPtr p = cca::get()->allocate(size);
-    cca::recordStream(p, u);
-    return 0;  // p's deleter frees it here, with an event on u
+    // not CUDAStreamGuard: its inline guard implementation needs cudart
+    // symbols that the shim does not link
+    auto prev = c10::cuda::getCurrentCUDAStream(0);
+    c10::cuda::setCurrentCUDAStream(a);
+    {
+      c10::DataPtr p = cca::get()->allocate(size);
+      cca::recordStream(p, u);
+    }  // p's deleter frees it here, with an event on u
+    c10::cuda::setCurrentCUDAStream(prev);
+    return 0;
   } catch (const std::exception &e) {
     return fail("c10_cross_stream_round", e);
   }
