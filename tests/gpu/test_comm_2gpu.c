@@ -62,6 +62,10 @@ static void test_variants(void) {
       {"TCUDA_COMM_P2P", "ce4", "TCUDA_COMM_REDUCE", "fused", "TCUDA_COMM_UNROLL", "4", "TCUDA_COMM_SPLIT", "50"},
       {"TCUDA_COMM_P2P", "kernel", "TCUDA_COMM_REDUCE", "mix", "TCUDA_COMM_UNROLL", "1", "TCUDA_COMM_SPLIT", "85"},
   };
+  if (getenv("TCUDA_UNDER_SANITIZER")) { /* seven more suites: minutes under the tool */
+    printf("  (variants skipped under compute-sanitizer)\n");
+    return;
+  }
   for (size_t v = 0; v < sizeof settings / sizeof *settings; v++) {
     for (int k = 0; k < 8; k += 2) setenv(settings[v][k], settings[v][k + 1], 1);
     run_suite(0, 1);
