@@ -9,6 +9,10 @@
  *   (d) 8 threads, one stream each, 4 KiB pairs               wall ns per pair
  *   (e) fragmentation on a fixed trace: peak reserved / peak allocated,
  *       each variant in a fresh child process (this binary, --frag VARIANT)
+ *   (g) diagnostics for (a)-(d), tcuda only (info): the same pairs through
+ *       tcuda_malloc_on with the device and default stream named (no
+ *       current-device lookup), and the policy alone on the simulated
+ *       device (no API layer, no CUDA), 1 and 8 threads
  *   (f) cross-stream: 4 KiB allocated on stream A, used on stream B
  *       (record_stream), freed; the block waits for an event on B. For
  *       cudaMallocAsync the same safety is an event on B that A waits for
@@ -32,6 +36,7 @@
 #include <cuda_runtime_api.h>
 
 #include "tcuda.h"
+#include "alloc/alloc.h" /* the policy on the simulated device, for (g) */
 #ifdef BENCH_HAVE_C10
 #include "c10_alloc_shim.h"
 #endif
@@ -98,7 +103,7 @@ static void note_failure(const char *who, const char *msg) {
 }
 
 /* tcuda */
-static int tc_alloc(void **p, size_t n, void *stream) {
+static int tcb_alloc(void **p, size_t n, void *stream) {
   tcuda_status s;
   if (!stream) {
     s = tcuda_malloc(p, n);
@@ -132,6 +137,61 @@ static int tc_cross(size_t n, void *alloc_stream, void *use_stream) {
     return -1;
   }
   return 0;
+}
+
+/* (g): device 0's default stream named explicitly */
+static tcuda_stream_t g_def;
+static int tc_alloc_explicit(void **p, size_t n, void *stream) {
+  (void)stream;
+  if (tcuda_malloc_on(p, n, 0, g_def) != TCUDA_SUCCESS) {
+    note_failure("tcuda_malloc_on", tcuda_last_error());
+    return -1;
+  }
+  return 0;
+}
+
+/* (g): the policy alone, on the simulated device */
+static tc_alloc *g_sim;
+typedef struct {
+  long iters;
+  uint64_t stream;
+  pthread_barrier_t *start;
+} sim_arg;
+static void *sim_main(void *v) {
+  sim_arg *a = v;
+  uint64_t p;
+  pthread_barrier_wait(a->start);
+  for (long i = 0; i < a->iters; i++) {
+    if (tc_alloc_malloc(g_sim, SIZE_4K, a->stream, &p) || tc_alloc_free(g_sim, p)) {
+      note_failure("sim", tcuda_last_error());
+      break;
+    }
+  }
+  return NULL;
+}
+/* wall ns per pair over all threads; streams: 0 one shared stream, else one each */
+static double sim_threads(int nthreads, int own_streams, long iters) {
+  pthread_t th[NTHREADS];
+  sim_arg args[NTHREADS];
+  pthread_barrier_t start;
+  double trial[3];
+  for (int t = 0; t < 3; t++) {
+    pthread_barrier_init(&start, NULL, (unsigned)nthreads + 1);
+    for (int i = 0; i < nthreads; i++) {
+      args[i] = (sim_arg){iters, own_streams ? (uint64_t)(i + 1) : 0, &start};
+      if (pthread_create(&th[i], NULL, sim_main, &args[i])) return NAN;
+    }
+    pthread_barrier_wait(&start);
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < nthreads; i++) pthread_join(th[i], NULL);
+    trial[t] = (double)(now_ns() - t0) / (double)(iters * nthreads);
+    pthread_barrier_destroy(&start);
+  }
+  return g_failed ? NAN : median(trial, 3);
+}
+
+static void info(const char *metric, double v) {
+  printf("RESULT name=alloc metric=%s tcuda=%.4g ref_name=- ref=NA unit=ns target=info\n", metric, v);
 }
 
 /* cudaMallocAsync on a private pool that keeps everything */
@@ -212,7 +272,7 @@ static int c10_cross(size_t n, void *alloc_stream, void *use_stream) {
 
 enum { A_TCUDA = 0, A_TORCH = 1, A_ASYNC = 2, A_COUNT = 3 };
 static bench_alloc g_allocs[A_COUNT] = {
-    {"tcuda", tc_alloc, tc_free, tc_trim, tc_cross, 0, ""},
+    {"tcuda", tcb_alloc, tc_free, tc_trim, tc_cross, 0, ""},
 #ifdef BENCH_HAVE_C10
     {"torch", c10_alloc_fn, c10_free_fn, c10_trim, c10_cross, 0, ""},
 #else
@@ -675,6 +735,30 @@ int main(int argc, char **argv) {
     report("cross_stream_record_4KiB", f, "ns", "<=torch (alloc on A, record_stream B, free)");
   } else {
     fprintf(stderr, "bench_alloc: cudaStreamCreate failed; (d) and (f) skipped\n");
+  }
+
+  /* (g) where the time goes: API layer vs policy, lookup vs none */
+  if (tcuda_default_stream(0, &g_def) == TCUDA_SUCCESS) {
+    bench_alloc ex = g_allocs[A_TCUDA];
+    ex.alloc = tc_alloc_explicit;
+    g_failed = 0;
+    info("diag_pair_1thr_malloc_on_default_stream", pattern_pairs(&ex, NULL, g_iters_pair));
+    info("diag_pair_8thr_malloc_on_default_stream", pattern_threads(&ex, NULL, g_iters_thr));
+    trim_all();
+  }
+  {
+    tc_sim_options so;
+    memset(&so, 0, sizeof so);
+    so.capacity = (uint64_t)1 << 36;
+    tc_backend *be = NULL;
+    if (tc_backend_sim_create(&so, &be) == TCUDA_SUCCESS && tc_alloc_create(0, be, NULL, so.capacity, &g_sim) == TCUDA_SUCCESS) {
+      g_failed = 0;
+      info("diag_sim_pair_1thr", sim_threads(1, 0, g_iters_pair));
+      info("diag_sim_pair_8thr_one_stream", sim_threads(NTHREADS, 0, g_iters_thr * 4));
+      info("diag_sim_pair_8thr_8streams", sim_threads(NTHREADS, 1, g_iters_thr * 4));
+      tc_alloc_destroy(g_sim);
+      tc_backend_sim_destroy(be);
+    }
   }
 
   /* (e) fragmentation, each variant in its own process */
