@@ -719,20 +719,6 @@ int main(int argc, char **argv) {
   if (have_streams) {
     run_all("(d) 8 threads 8 streams", d, do_threads, streams);
     report("pair_4KiB_8thr_8streams", d, "ns", target);
-    if (cudaEventCreateWithFlags(&g_ma_event, cudaEventDisableTiming) != cudaSuccess)
-      g_allocs[A_ASYNC].cross = NULL;
-    double f[A_COUNT];
-    for (int i = 0; i < A_COUNT; i++) {
-      f[i] = NAN;
-      if (!g_allocs[i].available || !g_allocs[i].cross) continue;
-      g_failed = 0;
-      f[i] = do_cross(&g_allocs[i], streams);
-      if (g_failed) fprintf(stderr, "bench_alloc: (f) cross-stream on %s failed: %s\n", g_allocs[i].name, g_fail_msg);
-      g_failed = 0;
-      cudaDeviceSynchronize();
-      trim_all();
-    }
-    report("cross_stream_record_4KiB", f, "ns", "<=torch (alloc on A, record_stream B, free)");
   } else {
     fprintf(stderr, "bench_alloc: cudaStreamCreate failed; (d) and (f) skipped\n");
   }
@@ -789,6 +775,24 @@ int main(int argc, char **argv) {
     report("frag_peak_reserved_over_allocated", e1, "ratio", "<=torch*1.001 (same policy as PyTorch)");
     double e2[A_COUNT] = {fr[1], fr[3], fr[4]};
     report("frag_expandable_peak_reserved_over_allocated", e2, "ratio", "<=torch*1.001");
+  }
+
+  /* (f) last: a failure inside torch's C++ may end the process */
+  if (have_streams) {
+    if (cudaEventCreateWithFlags(&g_ma_event, cudaEventDisableTiming) != cudaSuccess)
+      g_allocs[A_ASYNC].cross = NULL;
+    double f[A_COUNT];
+    for (int i = 0; i < A_COUNT; i++) {
+      f[i] = NAN;
+      if (!g_allocs[i].available || !g_allocs[i].cross) continue;
+      g_failed = 0;
+      f[i] = do_cross(&g_allocs[i], streams);
+      if (g_failed) fprintf(stderr, "bench_alloc: (f) cross-stream on %s failed: %s\n", g_allocs[i].name, g_fail_msg);
+      g_failed = 0;
+      cudaDeviceSynchronize();
+      trim_all();
+    }
+    report("cross_stream_record_4KiB", f, "ns", "<=torch (alloc on A, record_stream B, free)");
   }
 
   /* The allocator's books must balance once everything is freed. */

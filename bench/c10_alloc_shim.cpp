@@ -10,8 +10,18 @@
 #include <exception>
 #include <string>
 
+// libtorch_cuda registers this hook when it loads; with libc10_cuda alone
+// the default throws from a noexcept path (the DataPtr deleter calls
+// MaybeSetDevice) and the process aborts. Exported by libc10_cuda, not
+// declared in its headers.
+namespace c10::cuda::_internal {
+C10_CUDA_API void setHasPrimaryContext(bool (*func)(DeviceIndex));
+}
+
 namespace {
 thread_local std::string g_err;
+// The bench has made device 0's context before torch is used.
+bool has_primary_context(c10::DeviceIndex) { return true; }
 namespace cca = c10::cuda::CUDACachingAllocator;
 
 int fail(const char *what, const std::exception &e) {
@@ -27,6 +37,7 @@ extern "C" {
 
 int c10_init(int ndev) {
   try {
+    c10::cuda::_internal::setHasPrimaryContext(has_primary_context);
     cca::init(ndev);
     return 0;
   } catch (const std::exception &e) {
