@@ -440,7 +440,14 @@ typedef struct tcuda_snapshot {
  * PyTorch's "CUDA out of memory. Tried to allocate ..." message (the cache is
  * flushed and the allocation retried first), TCUDA_ERROR_OVERFLOW for sizes
  * that overflow when rounded, TCUDA_ERROR_CONFIG for a bad option string.
- * On failure *ptr is NULL. */
+ * On failure *ptr is NULL.
+ *
+ * Threads: any thread may allocate and free. Each device's allocator has one
+ * lock; a thread that finds it taken hands a cached malloc or a plain free
+ * to the thread holding it, which runs it at once (combining), so the
+ * decisions are always those of some serial order of the calls. The current
+ * device is read from the thread's CUDA context, so cudaSetDevice calls
+ * made outside tcuda are honoured. */
 TCUDA_API tcuda_status tcuda_malloc(void **ptr, size_t size);
 /* On `device` (-1: current) for `stream`, which must be on that device. */
 TCUDA_API tcuda_status tcuda_malloc_on(void **ptr, size_t size, int device, tcuda_stream_t stream);
