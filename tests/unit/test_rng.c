@@ -439,7 +439,50 @@ static void test_without_cuda(void) {
             "tcuda_rand_uniform");
 }
 
-TC_MAIN(T(test_philox_known_answers), T(test_counter_layout_matches_curand_state), T(test_uniform_transforms),
+/* The 64-bit draws' x mod d by multiplication must equal `%` for every
+ * divisor the kernels give it (d >= 3, not a power of two) and every word:
+ * divisors near powers of two and near 2^64, words at the edges of each
+ * quotient, and pseudo-random pairs. */
+static uint64_t splitmix(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static void test_fastdiv_matches_mod(void) {
+  uint64_t ds[200];
+  size_t nd = 0;
+  static const uint64_t fixed[] = {3, 5, 6, 7, 10, 11, 1000000000000ull, 12345678901ull, ((uint64_t)1 << 40) + 1,
+                                   ((uint64_t)1 << 53) + 1, ((uint64_t)1 << 63) - 1, ((uint64_t)1 << 63) + 1,
+                                   UINT64_MAX, UINT64_MAX - 2};
+  for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) ds[nd++] = fixed[i];
+  for (int k = 2; k < 64 && nd < 150; k++) { /* either side of each power of two */
+    ds[nd++] = ((uint64_t)1 << k) + 1;
+    if (k > 2) ds[nd++] = ((uint64_t)1 << k) - 1;
+  }
+  uint64_t seed = 7;
+  while (nd < 200) {
+    uint64_t d = splitmix(&seed) >> (splitmix(&seed) % 62);
+    if (d >= 3 && (d & (d - 1))) ds[nd++] = d;
+  }
+  long bad = 0, checked = 0;
+  for (size_t i = 0; i < nd; i++) {
+    uint64_t d = ds[i];
+    tc_fastdiv f = tc_fastdiv_make(d);
+    uint64_t xs[] = {0, 1, d - 1, d, d + 1, 2 * d - 1, 2 * d, UINT64_MAX, UINT64_MAX - 1, UINT64_MAX - d,
+                     UINT64_MAX / d * d, UINT64_MAX / d * d - 1};
+    for (size_t j = 0; j < sizeof xs / sizeof *xs; j++, checked++)
+      if (tc_fastdiv_mod(xs[j], f) != xs[j] % d) bad++;
+    for (int r = 0; r < 2000; r++, checked++) {
+      uint64_t x = splitmix(&seed);
+      if (tc_fastdiv_mod(x, f) != x % d) bad++;
+    }
+  }
+  CHECK(checked > 400000);
+  CHECK_EQ_INT(bad, 0);
+}
+
+TC_MAIN(T(test_philox_known_answers), T(test_fastdiv_matches_mod), T(test_counter_layout_matches_curand_state), T(test_uniform_transforms),
         T(test_half_bf16_rounding), T(test_launch_shape), T(test_split), T(test_torch_arithmetic),
         T(test_argument_errors), T(test_dtype_names), T(test_generator_state), T(test_state_api_arguments),
         T(test_without_cuda))
