@@ -2,8 +2,10 @@
  * and statistics, in pure C over a tc_backend.
  *
  * Data structures (all owned by one tc_alloc, guarded by its mutex):
- *  - free blocks per pool in a treap ordered by (stream, size, addr), which
- *    gives std::set's lower_bound and in-order walks in O(log n);
+ *  - free blocks per pool ordered by (stream, size, addr), as std::set's
+ *    lower_bound and in-order walks: per stream, 16 size buckets per power
+ *    of two, each a small treap, found through a bitmap (a plain treap over
+ *    thousands of free blocks spent most of a malloc in its descent);
  *  - unmapped expandable blocks in a second treap ordered by (stream, addr);
  *  - allocated blocks in an open-addressing hash map addr -> block;
  *  - block structs recycled through a free list, so the hot path does not
@@ -41,6 +43,7 @@ struct tc_block {
   uint32_t prio;
   int event_count;
   uint8_t allocated, mapped;
+  uint16_t bkt; /* size bucket, while in the free set */
   uint32_t nuses, capuses;
   tc_use *uses; /* inl or heap */
   tc_use inl[2];
@@ -51,8 +54,29 @@ typedef struct tc_tree {
   int by_addr; /* 0: (stream, size, addr); 1: (stream, addr) */
 } tc_tree;
 
+/* Free blocks of one stream in one pool: 16 buckets per power of two,
+ * bucket k holding sizes s with s - 1 in [2^(8+k/16) * (16 + k%16) / 16,
+ * the next bucket's start), so buckets follow size order. Counting from
+ * s - 1 puts a whole 2 MiB segment in the bucket of its remainders after a
+ * small split, which keeps the hot split and merge in place. */
+#define BS_SUB 16
+#define BS_NB ((64 - 8) * BS_SUB)
+#define BS_W ((BS_NB + 63) / 64)
+typedef struct tc_bstream {
+  uint64_t stream;
+  uint64_t summary;    /* bit w: bits[w] != 0 */
+  uint64_t bits[BS_W]; /* bit k: root[k] != NULL */
+  tc_block *root[BS_NB];
+} tc_bstream;
+
+typedef struct tc_bset {
+  tc_bstream **s; /* sorted by stream; entries live as long as the pool */
+  size_t n, cap;
+} tc_bset;
+
 struct tc_pool {
-  tc_tree blocks, unmapped;
+  tc_bset blocks;
+  tc_tree unmapped;
   int is_small;
   int pidx; /* TCUDA_STAT_SMALL_POOL or TCUDA_STAT_LARGE_POOL */
   int64_t gc_calls;
@@ -81,6 +105,7 @@ struct tc_seg {
   tc_seg *lnext, *lprev;
   tc_block *head;
   tc_pool *pool;
+  tc_bstream *bs; /* where its free blocks go */
   uint64_t stream, addr, size; /* cudaMalloc range, or the VA reservation */
   int expandable;
   uint64_t page, npages; /* expandable: handle size and count */
@@ -254,6 +279,7 @@ static tc_block *new_block(tc_alloc *a, tc_seg *seg, uint64_t addr, uint64_t siz
   b->event_count = 0;
   b->allocated = 0;
   b->mapped = 1;
+  b->bkt = 0;
   b->nuses = 0;
   b->capuses = 2;
   b->uses = b->inl;
@@ -390,10 +416,204 @@ static tc_block *tree_prev(tc_block *b) {
   return b->tp;
 }
 
+/* ------------------------------------------------------------------ */
+/* free-block sets: buckets of treaps behind a bitmap                  */
+
+static inline unsigned bs_bucket(uint64_t size) {
+  if (size < TC_MIN_BLOCK_SIZE) return 0;
+  uint64_t v = size - 1;
+  unsigned k = log2_floor(v); /* >= 8 */
+  return (k - 8) * BS_SUB + (unsigned)((v >> (k - 4)) & (BS_SUB - 1));
+}
+
+/* First index whose stream is >= stream. */
+static inline size_t bs_find(const tc_bset *set, uint64_t stream) {
+  if (set->n == 1) return set->s[0]->stream < stream; /* one stream: the common case */
+  size_t lo = 0, hi = set->n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (set->s[mid]->stream < stream) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* The stream's entry, made if new: the one set operation that can fail,
+ * so it runs when a segment is made, before anything changes. */
+static tcuda_status bs_reserve(tc_bset *set, uint64_t stream, tc_bstream **out) {
+  size_t i = bs_find(set, stream);
+  if (i < set->n && set->s[i]->stream == stream) {
+    *out = set->s[i];
+    return TCUDA_SUCCESS;
+  }
+  if (set->n == set->cap) {
+    size_t cap = set->cap ? 2 * set->cap : 4;
+    tc_bstream **ns = (tc_bstream **)realloc(set->s, cap * sizeof *ns);
+    if (!ns) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory");
+    set->s = ns;
+    set->cap = cap;
+  }
+  tc_bstream *e = (tc_bstream *)calloc(1, sizeof *e);
+  if (!e) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory");
+  e->stream = stream;
+  memmove(&set->s[i + 1], &set->s[i], (set->n - i) * sizeof *set->s);
+  set->s[i] = e;
+  set->n++;
+  *out = e;
+  return TCUDA_SUCCESS;
+}
+
+static void bs_destroy(tc_bset *set) {
+  for (size_t i = 0; i < set->n; i++) free(set->s[i]);
+  free(set->s);
+  memset(set, 0, sizeof *set);
+}
+
+/* Most buckets hold a block or two: the empty and single cases skip the
+ * treap code. */
+static inline void bs_insert(tc_alloc *a, tc_block *b) {
+  tc_bstream *e = b->seg->bs;
+  unsigned k = bs_bucket(b->size);
+  b->bkt = (uint16_t)k;
+  if (!e->root[k]) {
+    b->tl = b->tr = b->tp = NULL;
+    b->prio = next_prio(a);
+    e->root[k] = b;
+    e->bits[k >> 6] |= (uint64_t)1 << (k & 63);
+    e->summary |= (uint64_t)1 << (k >> 6);
+    return;
+  }
+  tc_tree t = {e->root[k], 0};
+  tree_insert(a, &t, b);
+  e->root[k] = t.root;
+}
+
+static inline void bs_erase(tc_block *b) {
+  tc_bstream *e = b->seg->bs;
+  unsigned k = b->bkt;
+  if (e->root[k] == b && !b->tl && !b->tr) {
+    e->root[k] = NULL;
+  } else {
+    tc_tree t = {e->root[k], 0};
+    tree_erase(&t, b);
+    e->root[k] = t.root;
+  }
+  if (!e->root[k]) {
+    e->bits[k >> 6] &= ~((uint64_t)1 << (k & 63));
+    if (!e->bits[k >> 6]) e->summary &= ~((uint64_t)1 << (k >> 6));
+  }
+}
+
+/* First non-empty bucket >= k, or BS_NB. */
+static inline unsigned bs_bucket_at_or_after(const tc_bstream *e, unsigned k) {
+  if (k >= BS_NB) return BS_NB;
+  unsigned w = k >> 6;
+  uint64_t m = e->bits[w] & (~(uint64_t)0 << (k & 63));
+  if (m) return w * 64 + (unsigned)__builtin_ctzll(m);
+  uint64_t sm = w + 1 < 64 ? e->summary & (~(uint64_t)0 << (w + 1)) : 0;
+  if (!sm) return BS_NB;
+  w = (unsigned)__builtin_ctzll(sm);
+  return w * 64 + (unsigned)__builtin_ctzll(e->bits[w]);
+}
+
+/* Last non-empty bucket <= k, or -1. */
+static int bs_bucket_at_or_before(const tc_bstream *e, int k) {
+  if (k < 0) return -1;
+  unsigned w = (unsigned)k >> 6;
+  uint64_t m = e->bits[w] & (~(uint64_t)0 >> (63 - (k & 63)));
+  if (m) return (int)(w * 64 + 63 - (unsigned)__builtin_clzll(m));
+  uint64_t sm = e->summary & (((uint64_t)1 << w) - 1);
+  if (!sm) return -1;
+  w = 63 - (unsigned)__builtin_clzll(sm);
+  return (int)(w * 64 + 63 - (unsigned)__builtin_clzll(e->bits[w]));
+}
+
+/* The smallest block from stream index si, bucket k on (later streams from
+ * their first bucket). */
+static inline tc_block *bs_min_from(const tc_bset *set, size_t si, unsigned k) {
+  for (; si < set->n; si++, k = 0) {
+    const tc_bstream *e = set->s[si];
+    unsigned j = bs_bucket_at_or_after(e, k);
+    if (j < BS_NB) {
+      tc_tree t = {e->root[j], 0};
+      return tree_first(&t);
+    }
+  }
+  return NULL;
+}
+
+/* The largest block up to stream index si, bucket k (earlier streams from
+ * their last bucket). */
+static tc_block *bs_max_upto(const tc_bset *set, ptrdiff_t si, int k) {
+  for (; si >= 0; si--, k = BS_NB - 1) {
+    const tc_bstream *e = set->s[si];
+    int j = bs_bucket_at_or_before(e, k);
+    if (j >= 0) {
+      tc_tree t = {e->root[j], 0};
+      return tree_last(&t);
+    }
+  }
+  return NULL;
+}
+
+static tc_block *bs_first(const tc_bset *set) { return bs_min_from(set, 0, 0); }
+static tc_block *bs_last(const tc_bset *set) { return bs_max_upto(set, (ptrdiff_t)set->n - 1, BS_NB - 1); }
+
+static tc_block *bs_next(const tc_bset *set, tc_block *b) {
+  tc_block *n = tree_next(b); /* inside b's bucket */
+  if (n) return n;
+  return bs_min_from(set, bs_find(set, b->stream), b->bkt + 1u);
+}
+
+static tc_block *bs_prev(const tc_bset *set, tc_block *b) {
+  tc_block *p = tree_prev(b);
+  if (p) return p;
+  return bs_max_upto(set, (ptrdiff_t)bs_find(set, b->stream), (int)b->bkt - 1);
+}
+
+/* First block >= (stream, size, addr), or NULL. */
+static inline tc_block *bs_lower_bound(const tc_bset *set, uint64_t stream, uint64_t size, uint64_t addr) {
+  size_t si = bs_find(set, stream);
+  if (si < set->n && set->s[si]->stream == stream) {
+    const tc_bstream *e = set->s[si];
+    unsigned k = bs_bucket(size);
+    if (e->root[k]) {
+      tc_tree t = {e->root[k], 0};
+      tc_block *r = lower_bound(&t, stream, size, addr);
+      if (r) return r;
+    }
+    return bs_min_from(set, si, k + 1);
+  }
+  return bs_min_from(set, si, 0);
+}
+
+/* nw (not in the set) takes the place of old (in it): in place when nw
+ * sorts in old's bucket between old's neighbours there, so a split or a
+ * merge costs no tree work; else old out and nw in. below: the caller knows
+ * nw sorts below old (a split's remainder), so only that side is checked;
+ * else it sorts above (a merge). */
+static inline void bs_move(tc_alloc *a, tc_block *old, tc_block *nw, int below) {
+  tc_bstream *e = old->seg->bs;
+  unsigned k = old->bkt;
+  if (bs_bucket(nw->size) == k) {
+    tc_tree t = {e->root[k], 0};
+    tc_block *nb = below ? tree_prev(old) : tree_next(old);
+    if (!nb || (below ? key_less(&t, nb, nw->stream, nw->size, nw->addr)
+                      : !key_less(&t, nb, nw->stream, nw->size, nw->addr))) {
+      tree_replace(&t, old, nw);
+      e->root[k] = t.root;
+      nw->bkt = (uint16_t)k;
+      return;
+    }
+  }
+  bs_erase(old);
+  bs_insert(a, nw);
+}
+
 /* torch's insert_into_blocks: the GC age starts now. */
 static inline void pool_insert(tc_alloc *a, tc_pool *p, tc_block *b) {
   b->gc_base = p->gc_calls;
-  tree_insert(a, &p->blocks, b);
+  bs_insert(a, b);
 }
 
 /* ------------------------------------------------------------------ */
@@ -508,7 +728,8 @@ static uint64_t try_merge(tc_alloc *a, tc_block *dst, tc_block *src, tc_block **
   if (victim && src->mapped && !*victim) {
     *victim = src;
   } else {
-    tree_erase(src->mapped ? &src->pool->blocks : &src->pool->unmapped, src);
+    if (src->mapped) bs_erase(src);
+    else tree_erase(&src->pool->unmapped, src);
     del_block(a, src);
   }
   return sub;
@@ -529,16 +750,8 @@ static void free_block(tc_alloc *a, tc_block *b) {
     }
   }
   if (victim) {
-    /* b's key is larger than victim's (same stream, bigger size); it can
-     * take victim's node when victim's successor is still larger */
-    tc_block *succ = tree_next(victim);
-    if (!succ || !key_less(&pool->blocks, succ, b->stream, b->size, b->addr)) {
-      b->gc_base = pool->gc_calls;
-      tree_replace(&pool->blocks, victim, b);
-    } else {
-      tree_erase(&pool->blocks, victim);
-      pool_insert(a, pool, b);
-    }
+    b->gc_base = pool->gc_calls;
+    bs_move(a, victim, b, 0);
     del_block(a, victim);
   } else {
     pool_insert(a, pool, b);
@@ -571,7 +784,7 @@ static tcuda_status release_block(tc_alloc *a, tc_block *b) {
   arr_dec(a->st.segment, pool->pidx, 1);
   arr_dec(a->st.reserved_bytes, pool->pidx, (int64_t)b->size);
   if (b->size >= a->cfg.max_split_size) st_dec(&a->st.oversize_segments, 1);
-  tree_erase(&pool->blocks, b);
+  bs_erase(b);
   seg_unlink_free(a, b->seg);
   del_block(a, b);
   return TCUDA_SUCCESS;
@@ -650,6 +863,11 @@ static tc_block *find_expandable_block(tc_alloc *a, tc_pool *pool, uint64_t stre
     free(pmap);
     return *err = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory"), NULL;
   }
+  if ((s = bs_reserve(&pool->blocks, stream, &seg->bs))) {
+    free(seg);
+    free(pmap);
+    return *err = s, NULL;
+  }
   uint64_t base = 0;
   s = a->be->va_reserve(a->be->ctx, a->device, page * npages, &base);
   if (s) {
@@ -691,7 +909,7 @@ static int try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, 
     if (r <= 0) return r;
     c = nc;
   }
-  tree_erase(&pool->blocks, c);
+  bs_erase(c);
   *out = c;
   return 1;
 }
@@ -711,7 +929,7 @@ static tcuda_status unmap_block(tc_alloc *a, tc_block *b) {
   if (s) return s;
   memset(seg->pmap + begin, 0, end - begin);
   tc_pool *pool = b->pool;
-  tree_erase(&pool->blocks, b);
+  bs_erase(b);
   uint64_t before = uaddr - b->addr, after = b->size - before - usize;
   if (before) {
     tc_block *bf = new_block(a, seg, b->addr, before);
@@ -910,20 +1128,20 @@ typedef struct params {
 static int get_free_block(tc_alloc *a, params *p) {
   tc_pool *pool = p->pool;
   if (a->has_allowed && a->cfg.garbage_collection_threshold > 0) pool->gc_calls++;
-  tc_block *it = lower_bound(&pool->blocks, p->stream, p->size, 0);
+  tc_block *it = bs_lower_bound(&pool->blocks, p->stream, p->size, 0);
   if (!it || it->stream != p->stream) return 0;
   if (it->seg->expandable) {
     if (a->cfg.expandable_segments) {
       /* Best fit by the size a block can grow to, not its mapped size. */
 #define EXP_SIZE(b) ((b)->size + ((b)->next && !(b)->next->mapped ? (b)->next->size : 0))
-      tc_block *nx = tree_next(it);
+      tc_block *nx = bs_next(&pool->blocks, it);
       while (it->seg->expandable && nx && nx->stream == p->stream && EXP_SIZE(nx) < EXP_SIZE(it)) {
         it = nx;
-        nx = tree_next(nx);
+        nx = bs_next(&pool->blocks, nx);
       }
 #undef EXP_SIZE
     } else {
-      do it = tree_next(it);
+      do it = bs_next(&pool->blocks, it);
       while (it && it->seg->expandable && it->stream == p->stream);
       if (!it || it->stream != p->stream) return 0;
     }
@@ -932,7 +1150,7 @@ static int get_free_block(tc_alloc *a, params *p) {
   if (p->size < msp && it->size >= msp) return 0;
   if (p->size >= msp && it->size >= p->size + a->cfg.max_non_split_rounding_size) return 0;
   p->block = it;
-  if (it->seg->expandable) tree_erase(&pool->blocks, it);
+  if (it->seg->expandable) bs_erase(it);
   else p->in_tree = 1;
   return 1;
 }
@@ -943,7 +1161,7 @@ static tcuda_status garbage_collect(tc_alloc *a) {
   uint64_t target = a->total_allocated - thr, reclaimed = 0, total_age = 0;
   int count = 0;
   tc_pool *pool = &a->large;
-  for (tc_block *b = tree_first(&pool->blocks); b; b = tree_next(b)) {
+  for (tc_block *b = bs_first(&pool->blocks); b; b = bs_next(&pool->blocks, b)) {
     if (!is_split(b)) {
       total_age += (uint64_t)(int)(pool->gc_calls - b->gc_base);
       count++;
@@ -954,9 +1172,9 @@ static tcuda_status garbage_collect(tc_alloc *a) {
   while (reclaimed < target && freed && count > 0) {
     double age_thr = (double)total_age / count;
     freed = 0;
-    tc_block *b = tree_first(&pool->blocks);
+    tc_block *b = bs_first(&pool->blocks);
     while (b) {
-      tc_block *nx = tree_next(b);
+      tc_block *nx = bs_next(&pool->blocks, b);
       uint64_t age = (uint64_t)(int)(pool->gc_calls - b->gc_base);
       if (!is_split(b) && !b->seg->expandable && (double)age >= age_thr) {
         uint64_t sz = b->size;
@@ -982,7 +1200,11 @@ static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) 
   tc_seg *seg = (tc_seg *)calloc(1, sizeof *seg);
   if (!seg) return *err = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory"), -1;
   uint64_t addr = 0;
-  tcuda_status s;
+  tcuda_status s = bs_reserve(&p->pool->blocks, p->stream, &seg->bs);
+  if (s) {
+    free(seg);
+    return *err = s, -1;
+  }
   if (a->cfg.release_lock_on_cudamalloc) {
     pthread_mutex_unlock(&a->mu);
     s = a->be->segment_alloc(a->be->ctx, a->device, size, &addr);
@@ -1019,15 +1241,15 @@ static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) 
 static int release_available_cached_blocks(tc_alloc *a, const params *p, tcuda_status *err) {
   uint64_t msp = a->cfg.max_split_size;
   if (msp == UINT64_MAX) return 0;
-  tc_tree *t = &p->pool->blocks;
+  tc_bset *t = &p->pool->blocks;
   uint64_t key = p->size < msp ? msp : p->size;
-  tc_block *it = lower_bound(t, p->stream, key, 0);
+  tc_block *it = bs_lower_bound(t, p->stream, key, 0);
   if (!it || it->stream != p->stream || it->seg->expandable) {
-    if (it == tree_first(t)) return 0;
-    it = it ? tree_prev(it) : tree_last(t);
+    if (it == bs_first(t)) return 0;
+    it = it ? bs_prev(t, it) : bs_last(t);
     uint64_t released = 0;
     while (released < key && it->size >= msp && it->stream == p->stream) {
-      tc_block *cur = it, *pv = tree_prev(cur);
+      tc_block *cur = it, *pv = bs_prev(t, cur);
       if (pv) it = pv;
       if (!cur->seg->expandable && !is_split(cur)) {
         uint64_t sz = cur->size;
@@ -1049,9 +1271,9 @@ static int release_available_cached_blocks(tc_alloc *a, const params *p, tcuda_s
 static tcuda_status release_blocks(tc_alloc *a, tc_pool *pool) {
   size_t n = 0, cap = 0;
   tc_block **to_unmap = NULL;
-  tc_block *b = tree_first(&pool->blocks);
+  tc_block *b = bs_first(&pool->blocks);
   while (b) {
-    tc_block *nx = tree_next(b);
+    tc_block *nx = bs_next(&pool->blocks, b);
     if (b->seg->expandable) {
       if (n == cap) {
         cap = cap ? 2 * cap : 16;
@@ -1096,6 +1318,8 @@ static tcuda_status release_freeable_pools(tc_alloc *a) {
     if (s) return s;
     if (p->nsegs == 0) {
       *pp = p->next;
+      bs_destroy(&p->small.blocks);
+      bs_destroy(&p->large.blocks);
       free(p);
     } else {
       pp = &p->next;
@@ -1134,17 +1358,14 @@ static tc_block *alloc_found_block(tc_alloc *a, params *p, uint64_t orig_size, i
     if (rem->next) rem->next->prev = rem;
     b->next = rem;
     b->size = p->size;
-    /* the remainder sorts below b; it takes b's node when b's predecessor
-     * is still below it */
-    tc_block *pred = p->in_tree ? tree_prev(b) : NULL;
-    if (p->in_tree && (!pred || key_less(&pool->blocks, pred, rem->stream, rem->size, rem->addr))) {
+    /* the remainder takes b's place in the free set (in place when it can) */
+    if (p->in_tree) {
       rem->gc_base = pool->gc_calls;
-      tree_replace(&pool->blocks, b, rem);
+      bs_move(a, b, rem, 1);
+      p->in_tree = 0;
     } else {
-      if (p->in_tree) tree_erase(&pool->blocks, b);
       pool_insert(a, pool, rem);
     }
-    p->in_tree = 0;
     if (!exp) {
       if (already_split) {
         arr_dec(a->st.inactive_split_bytes, pidx, (int64_t)b->size);
@@ -1157,7 +1378,7 @@ static tc_block *alloc_found_block(tc_alloc *a, params *p, uint64_t orig_size, i
     arr_dec(a->st.inactive_split_bytes, pidx, (int64_t)b->size);
     arr_dec(a->st.inactive_split, pidx, 1);
   }
-  if (p->in_tree) tree_erase(&pool->blocks, b);
+  if (p->in_tree) bs_erase(b);
   b->allocated = 1;
   b->requested = orig_size;
   ht_put(a, b->addr, b);
@@ -1779,8 +2000,12 @@ void tc_alloc_destroy(tc_alloc *a) {
   while (a->ppools) {
     tc_ppool *p = a->ppools;
     a->ppools = p->next;
+    bs_destroy(&p->small.blocks);
+    bs_destroy(&p->large.blocks);
     free(p);
   }
+  bs_destroy(&a->small.blocks);
+  bs_destroy(&a->large.blocks);
   while (a->segs) {
     tc_seg *g = a->segs;
     if (!g->expandable) {
