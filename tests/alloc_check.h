@@ -6,7 +6,9 @@
  *  - current == allocated - freed (until a reset of the totals) and
  *    peak >= current for every stat;
  *  - allocated <= active <= reserved, and reserved is what the device holds;
- *  - each live handle is an allocated block at exactly its address. */
+ *  - each live handle is an allocated block at exactly its address;
+ *  - the free-block index holds exactly the free blocks, ordered and
+ *    findable (tc_alloc_self_check). */
 #ifndef TC_ALLOC_CHECK_H
 #define TC_ALLOC_CHECK_H
 #include "alloc/alloc.h"
@@ -52,6 +54,11 @@ static void tc_check_stat(tc_check_result *r, const char *name, int pool, const 
 /* Check everything; on failure r->why says what. */
 static void tc_check_alloc(tc_check_result *r, tc_alloc *a, const tc_backend *be, const tc_alloc_config *cfg,
                            const tc_check_handle *live, int nlive, int totals_reset) {
+  char why[256];
+  if (tc_alloc_self_check(a, why, sizeof why)) {
+    tc_check_fail(r, "free-block index: %s", why);
+    return;
+  }
   tcuda_memory_stats_t st;
   tc_alloc_get_stats(a, &st);
   tcuda_snapshot_t *snap = NULL;

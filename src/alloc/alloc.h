@@ -139,6 +139,9 @@ uint64_t tc_alloc_segment_size(uint64_t rounded);
 void tc_alloc_set_config(tc_alloc *a, const tc_alloc_config *cfg);
 void tc_alloc_get_config(tc_alloc *a, tc_alloc_config *out);
 int tc_alloc_device(const tc_alloc *a);
+/* Tests: 1 (and *why) when the free-block index disagrees with the
+ * segments; see policy.c. */
+int tc_alloc_self_check(tc_alloc *a, char *why, size_t n);
 /* Free addr if this allocator handed it out: returns 1 and sets *status;
  * returns 0, with no message and nothing changed, if addr is not its own. */
 int tc_alloc_free_if_owned(tc_alloc *a, uint64_t addr, tcuda_status *status);

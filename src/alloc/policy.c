@@ -610,6 +610,75 @@ static inline void bs_move(tc_alloc *a, tc_block *old, tc_block *nw, int below) 
   bs_insert(a, nw);
 }
 
+/* Test hook: the free sets against the segments. Every free, mapped block
+ * with no pending event must sit in its pool's set, in the right bucket,
+ * findable by its key, and the walk must be strictly ordered; bucket bits
+ * must match the roots. Returns 0, or 1 with *why set. */
+static int bs_check_pool(tc_alloc *a, tc_pool *pool, char *why, size_t n) {
+  size_t walked = 0, expected = 0;
+  const tc_block *prev = NULL;
+  for (tc_block *b = bs_first(&pool->blocks); b; b = bs_next(&pool->blocks, b), walked++) {
+    if (b->allocated || !b->mapped || b->event_count || b->pool != pool) {
+      snprintf(why, n, "free set holds block %#llx that is allocated, unmapped, pending or of another pool",
+               (unsigned long long)b->addr);
+      return 1;
+    }
+    if (b->bkt != bs_bucket(b->size) || b->seg->bs->stream != b->stream) {
+      snprintf(why, n, "block %#llx of %llu bytes in bucket %u, expected %u", (unsigned long long)b->addr,
+               (unsigned long long)b->size, b->bkt, bs_bucket(b->size));
+      return 1;
+    }
+    tc_tree t = {NULL, 0};
+    if (prev && !key_less(&t, prev, b->stream, b->size, b->addr)) {
+      snprintf(why, n, "free set out of order at block %#llx", (unsigned long long)b->addr);
+      return 1;
+    }
+    if (bs_lower_bound(&pool->blocks, b->stream, b->size, b->addr) != b) {
+      snprintf(why, n, "block %#llx is not found by its own key", (unsigned long long)b->addr);
+      return 1;
+    }
+    prev = b;
+  }
+  for (tc_seg *g = a->segs; g; g = g->lnext)
+    if (g->pool == pool)
+      for (const tc_block *b = g->head; b; b = b->next)
+        if (!b->allocated && b->mapped && !b->event_count && !b->nuses) expected++;
+  for (size_t i = 0; i < pool->blocks.n; i++) {
+    const tc_bstream *e = pool->blocks.s[i];
+    if (i && pool->blocks.s[i - 1]->stream >= e->stream) {
+      snprintf(why, n, "stream entries out of order");
+      return 1;
+    }
+    for (unsigned k = 0; k < BS_NB; k++) {
+      int bit = (int)((e->bits[k >> 6] >> (k & 63)) & 1), sum = (int)((e->summary >> (k >> 6)) & 1);
+      if (bit != (e->root[k] != NULL) || (bit && !sum)) {
+        snprintf(why, n, "stream %llu bucket %u: bit %d, summary %d, root %p", (unsigned long long)e->stream, k,
+                 bit, sum, (void *)e->root[k]);
+        return 1;
+      }
+    }
+    for (unsigned w = 0; w < BS_W; w++)
+      if ((int)((e->summary >> w) & 1) != (e->bits[w] != 0)) {
+        snprintf(why, n, "stream %llu: summary bit %u wrong", (unsigned long long)e->stream, w);
+        return 1;
+      }
+  }
+  if (walked != expected) {
+    snprintf(why, n, "free set holds %zu blocks, the segments have %zu free", walked, expected);
+    return 1;
+  }
+  return 0;
+}
+
+int tc_alloc_self_check(tc_alloc *a, char *why, size_t n) {
+  pthread_mutex_lock(&a->mu);
+  int bad = bs_check_pool(a, &a->small, why, n) || bs_check_pool(a, &a->large, why, n);
+  for (tc_ppool *p = a->ppools; p && !bad; p = p->next)
+    bad = bs_check_pool(a, &p->small, why, n) || bs_check_pool(a, &p->large, why, n);
+  pthread_mutex_unlock(&a->mu);
+  return bad;
+}
+
 /* torch's insert_into_blocks: the GC age starts now. */
 static inline void pool_insert(tc_alloc *a, tc_pool *p, tc_block *b) {
   b->gc_base = p->gc_calls;
