@@ -711,22 +711,35 @@ static tcuda_status reduce_flat(const char *func, const tc_opts *o, size_t n, co
     if ((red == RED_PUSH || red == RED_MIX) && !peer_ok(od, dest)) red = RED_COPY;
     if (red == RED_COPY || red == RED_PIPE) {
       /* peer copy into a buffer on the destination, pipe: chunk by chunk,
-       * each add waiting only for its own chunk */
+       * each add waiting only for its own chunk. The pipe runs on pool
+       * streams forked from the callers' ones and joined back: on the
+       * legacy default streams a peer copy may order itself after the
+       * destination's adds, which would undo the overlap. */
       int chunks = red == RED_PIPE ? o->chunks : 1;
+      tcuda_stream_t cs = os, as = ds;
       st = dev_alloc(func, &tmp, count * es, dest, ds);
       if (!st) st = wait_stream(os, ds);
+      if (!st && red == RED_PIPE && !(st = tcuda_stream_from_pool(od, 0, &cs)) &&
+          !(st = tcuda_stream_from_pool(dest, 0, &as))) {
+        st = wait_stream(cs, os);
+        if (!st) st = wait_stream(as, ds);
+      }
       size_t at = 0;
       for (int c = 0; c < chunks && !st; c++) {
         /* 1024-element boundaries keep chunks 16-byte aligned */
         size_t end = c == chunks - 1 ? nadd : nadd / (size_t)chunks * (size_t)(c + 1) / 1024 * 1024;
         if (end <= at) continue;
-        st = copy_bytes(func, o, (char *)tmp + at * aes, dest, b + at * aes, od, (end - at) * aes, os);
-        if (!st) st = wait_stream(ds, os);
+        st = copy_bytes(func, o, (char *)tmp + at * aes, dest, b + at * aes, od, (end - at) * aes, cs);
+        if (!st) st = wait_stream(as, cs);
         if (!st)
-          st = add_on(func, o, ds, kind, (char *)result + at * aes, (const char *)acc + at * aes,
+          st = add_on(func, o, as, kind, (char *)result + at * aes, (const char *)acc + at * aes,
                       (char *)tmp + at * aes, end - at);
         at = end;
       }
+      /* join: the result on the destination's stream, the input's reads on
+       * its own (even after an error, so nothing is left unordered) */
+      tcuda_status j1 = wait_stream(ds, as), j2 = wait_stream(os, cs);
+      if (!st) st = j1 ? j1 : j2;
     } else if (red == RED_FUSED) {
       if (od != dest) st = wait_stream(ds, os);
       if (!st) st = add_on(func, o, ds, kind, result, acc, b, nadd);
