@@ -212,7 +212,7 @@ static uint64_t next_division(uint64_t size, uint64_t divisions) {
   return down == size ? size : down + step;
 }
 
-uint64_t tc_alloc_round_size(const tc_alloc_config *cfg, uint64_t size) {
+static inline uint64_t round_size(const tc_alloc_config *cfg, uint64_t size) {
   if (size < TC_MIN_BLOCK_SIZE) return TC_MIN_BLOCK_SIZE;
   int idx = (int)log2_floor(size) - 20; /* slots start at 1 MiB */
   if (idx < 0) idx = 0;
@@ -221,6 +221,8 @@ uint64_t tc_alloc_round_size(const tc_alloc_config *cfg, uint64_t size) {
   if (d > 1 && size > TC_MIN_BLOCK_SIZE * d) return next_division(size, d);
   return TC_MIN_BLOCK_SIZE * ((size + TC_MIN_BLOCK_SIZE - 1) / TC_MIN_BLOCK_SIZE);
 }
+
+uint64_t tc_alloc_round_size(const tc_alloc_config *cfg, uint64_t size) { return round_size(cfg, size); }
 
 uint64_t tc_alloc_segment_size(uint64_t size) {
   if (size <= TC_SMALL_SIZE) return TC_SMALL_BUFFER;
@@ -1505,7 +1507,7 @@ static tcuda_status malloc_locked(tc_alloc *a, uint64_t orig, uint64_t stream, u
   if (!s && !cap) s = process_events(a); /* querying events recorded under capture is illegal */
   if (s) return s;
   params p;
-  p.size = tc_alloc_round_size(&a->cfg, orig);
+  p.size = round_size(&a->cfg, orig);
   p.stream = stream;
   p.pool = p.size <= TC_SMALL_SIZE ? &a->small : &a->large;
   if (cap) {
@@ -1588,7 +1590,7 @@ static int run_fast(tc_alloc *a, tc_req *r) {
    * holder's thread. So no growth and no pending events on this path. */
   if (a->nfree < 4 || (a->ht_len + 1) * 10 > a->ht_cap * 7 || a->nevq || a->ndeferred) return 0;
   params p;
-  p.size = tc_alloc_round_size(&a->cfg, r->size);
+  p.size = round_size(&a->cfg, r->size);
   p.stream = r->stream;
   p.pool = p.size <= TC_SMALL_SIZE ? &a->small : &a->large;
   p.alloc_size = tc_alloc_segment_size(p.size);
