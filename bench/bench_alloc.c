@@ -12,7 +12,8 @@
  *   (g) diagnostics for (a)-(d), tcuda only (info): the same pairs through
  *       tcuda_malloc_on with the device and default stream named (no
  *       current-device lookup), and the policy alone on the simulated
- *       device (no API layer, no CUDA), 1 and 8 threads
+ *       device (no API layer, no CUDA), 1 and 8 threads, and the
+ *       current-device lookup alone from 1 and 8 threads
  *   (f) cross-stream: 4 KiB allocated on stream A, used on stream B
  *       (record_stream), freed; the block waits for an event on B. For
  *       cudaMallocAsync the same safety is an event on B that A waits for
@@ -188,6 +189,39 @@ static double sim_threads(int nthreads, int own_streams, long iters) {
     pthread_barrier_destroy(&start);
   }
   return g_failed ? NAN : median(trial, 3);
+}
+
+/* (g): the current-device lookup alone, per call, wall over all threads */
+typedef struct {
+  long iters;
+  pthread_barrier_t *start;
+} dev_arg;
+static void *dev_main(void *v) {
+  dev_arg *a = v;
+  int d = -1;
+  pthread_barrier_wait(a->start);
+  for (long i = 0; i < a->iters; i++)
+    if (tcuda_current_device(&d) != TCUDA_SUCCESS) {
+      note_failure("tcuda_current_device", tcuda_last_error());
+      break;
+    }
+  return NULL;
+}
+static double device_lookup(int nthreads, long iters) {
+  pthread_t th[NTHREADS];
+  dev_arg args[NTHREADS];
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, (unsigned)nthreads + 1);
+  for (int i = 0; i < nthreads; i++) {
+    args[i] = (dev_arg){iters, &start};
+    if (pthread_create(&th[i], NULL, dev_main, &args[i])) return NAN;
+  }
+  pthread_barrier_wait(&start);
+  uint64_t t0 = now_ns();
+  for (int i = 0; i < nthreads; i++) pthread_join(th[i], NULL);
+  double v = (double)(now_ns() - t0) / (double)(iters * nthreads);
+  pthread_barrier_destroy(&start);
+  return g_failed ? NAN : v;
 }
 
 static void info(const char *metric, double v) {
@@ -732,6 +766,9 @@ int main(int argc, char **argv) {
     info("diag_pair_8thr_malloc_on_default_stream", pattern_threads(&ex, NULL, g_iters_thr));
     trim_all();
   }
+  g_failed = 0;
+  info("diag_current_device_1thr", device_lookup(1, g_iters_pair));
+  info("diag_current_device_8thr", device_lookup(NTHREADS, g_iters_pair / 4));
   {
     tc_sim_options so;
     memset(&so, 0, sizeof so);
