@@ -1196,6 +1196,16 @@ typedef struct params {
   int in_tree; /* block is still in pool->blocks (alloc_found_block takes it out) */
 } params;
 
+/* A request of orig bytes on stream, in its default pool. */
+static inline void params_init(tc_alloc *a, params *p, uint64_t orig, uint64_t stream) {
+  p->size = round_size(&a->cfg, orig);
+  p->stream = stream;
+  p->pool = p->size <= TC_SMALL_SIZE ? &a->small : &a->large;
+  p->alloc_size = tc_alloc_segment_size(p->size);
+  p->block = NULL;
+  p->in_tree = 0;
+}
+
 static int get_free_block(tc_alloc *a, params *p) {
   tc_pool *pool = p->pool;
   if (a->has_allowed && a->cfg.garbage_collection_threshold > 0) pool->gc_calls++;
@@ -1507,16 +1517,11 @@ static tcuda_status malloc_locked(tc_alloc *a, uint64_t orig, uint64_t stream, u
   if (!s && !cap) s = process_events(a); /* querying events recorded under capture is illegal */
   if (s) return s;
   params p;
-  p.size = round_size(&a->cfg, orig);
-  p.stream = stream;
-  p.pool = p.size <= TC_SMALL_SIZE ? &a->small : &a->large;
+  params_init(a, &p, orig, stream);
   if (cap) {
     tc_pool *pp = capture_pool(a, p.size, stream);
     if (pp) p.pool = pp;
   }
-  p.alloc_size = tc_alloc_segment_size(p.size);
-  p.block = NULL;
-  p.in_tree = 0;
   if (!get_free_block(a, &p)) {
     if (a->has_allowed && a->cfg.garbage_collection_threshold > 0 && (s = garbage_collect(a))) return s;
     int r = alloc_block(a, &p, 0, &s);
@@ -1590,12 +1595,7 @@ static int run_fast(tc_alloc *a, tc_req *r) {
    * holder's thread. So no growth and no pending events on this path. */
   if (a->nfree < 4 || (a->ht_len + 1) * 10 > a->ht_cap * 7 || a->nevq || a->ndeferred) return 0;
   params p;
-  p.size = round_size(&a->cfg, r->size);
-  p.stream = r->stream;
-  p.pool = p.size <= TC_SMALL_SIZE ? &a->small : &a->large;
-  p.alloc_size = tc_alloc_segment_size(p.size);
-  p.block = NULL;
-  p.in_tree = 0;
+  params_init(a, &p, r->size, r->stream);
   if (!get_free_block(a, &p)) return 0;
   r->addr = alloc_found_block(a, &p, r->size, should_split(a, p.block, p.size))->addr;
   return 1;
@@ -1635,6 +1635,17 @@ static inline void unlock_serving(tc_alloc *a) {
   if (atomic_load_explicit(&a->nslots, memory_order_relaxed)) serve(a);
   atomic_store_explicit(&a->busy, 0, memory_order_relaxed);
   pthread_mutex_unlock(&a->mu);
+}
+
+/* Take the lock, or have the current holder run the request: 1 when it
+ * was run for us (done), 0 with the lock held. */
+static int combine(tc_alloc *a, int op, uint64_t size, uint64_t stream, uint64_t addr, uint64_t *out);
+static inline int lock_or_combine(tc_alloc *a, int op, uint64_t size, uint64_t stream, uint64_t addr,
+                                  uint64_t *out) {
+  if (trylock_busy(a)) return 0;
+  if (combine(a, op, size, stream, addr, out)) return 1;
+  lock_busy(a);
+  return 0;
 }
 
 /* The lock was busy: publish the request and wait for a lock holder to run
@@ -1699,10 +1710,7 @@ tcuda_status tc_alloc_malloc(tc_alloc *a, uint64_t size, uint64_t stream, uint64
     return tc_error(TCUDA_ERROR_OVERFLOW, "size %llu overflows when rounded up", (unsigned long long)size);
   if (size >= ONE_EB)
     return tc_error(TCUDA_ERROR_OUT_OF_MEMORY, "CUDA out of memory. Tried to allocate more than 1EB memory.");
-  if (!trylock_busy(a)) {
-    if (combine(a, OP_MALLOC, size, stream, 0, addr)) return TCUDA_SUCCESS;
-    lock_busy(a);
-  }
+  if (lock_or_combine(a, OP_MALLOC, size, stream, 0, addr)) return TCUDA_SUCCESS;
   tcuda_status s = malloc_locked(a, size, stream, addr);
   unlock_serving(a);
   return s;
@@ -1741,17 +1749,11 @@ static tcuda_status free_found(tc_alloc *a, tc_block *b) {
 tcuda_status tc_alloc_free(tc_alloc *a, uint64_t addr) {
   TC_CHECK_ARG("tc_alloc_free", a != NULL, "allocator");
   if (!addr) return TCUDA_SUCCESS; /* free(NULL), as torch's raw_delete */
-  if (!trylock_busy(a)) {
-    if (combine(a, OP_FREE, 0, 0, addr, NULL)) return TCUDA_SUCCESS;
-    lock_busy(a);
-  }
-  tc_block *b = ht_find(a, addr);
-  tcuda_status s = b ? free_found(a, b) : TCUDA_ERROR_INVALID_POINTER;
-  unlock_serving(a);
-  if (!b)
-    return tc_error(s, "pointer 0x%llx is not an allocation of device %d's allocator (never allocated, or already freed)",
-                    (unsigned long long)addr, a->device);
-  return s;
+  tcuda_status s;
+  if (tc_alloc_free_if_owned(a, addr, &s)) return s;
+  return tc_error(TCUDA_ERROR_INVALID_POINTER,
+                  "pointer 0x%llx is not an allocation of device %d's allocator (never allocated, or already freed)",
+                  (unsigned long long)addr, a->device);
 }
 
 int tc_alloc_free_if_owned(tc_alloc *a, uint64_t addr, tcuda_status *status) {
@@ -1761,12 +1763,9 @@ int tc_alloc_free_if_owned(tc_alloc *a, uint64_t addr, tcuda_status *status) {
   if (addr < atomic_load_explicit(&a->va_lo, memory_order_relaxed) ||
       addr >= atomic_load_explicit(&a->va_hi, memory_order_relaxed))
     return 0;
-  if (!trylock_busy(a)) {
-    if (combine(a, OP_FREE, 0, 0, addr, NULL)) {
-      *status = TCUDA_SUCCESS;
-      return 1;
-    }
-    lock_busy(a);
+  if (lock_or_combine(a, OP_FREE, 0, 0, addr, NULL)) {
+    *status = TCUDA_SUCCESS;
+    return 1;
   }
   tc_block *b = ht_find(a, addr);
   if (b) *status = free_found(a, b);
