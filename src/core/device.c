@@ -11,15 +11,27 @@
 
 static _Thread_local int tl_target = -1;
 
+/* A driver entry point looked up once (NULL when the driver lacks it). */
+typedef struct {
+  _Atomic(void *) fn;
+  atomic_int looked;
+} lazy_fn;
+
+static void *lazy_driver_fn(lazy_fn *l, const char *name) {
+  void *fn = atomic_load_explicit(&l->fn, memory_order_acquire);
+  if (!fn && !atomic_load_explicit(&l->looked, memory_order_acquire)) {
+    fn = tc_driver_fn(name); /* racing threads store the same pointer */
+    atomic_store_explicit(&l->fn, fn, memory_order_release);
+    atomic_store_explicit(&l->looked, 1, memory_order_release);
+  }
+  return fn;
+}
+
 typedef CUresult (*pfn_primary_state)(CUdevice, unsigned int *, int *);
 
 static int has_primary_context(int device) {
-  static pfn_primary_state fn;
-  static int looked;
-  if (!looked) { /* benign race: both writers store the same pointer */
-    fn = (pfn_primary_state)tc_driver_fn("cuDevicePrimaryCtxGetState");
-    looked = 1;
-  }
+  static lazy_fn l;
+  pfn_primary_state fn = (pfn_primary_state)lazy_driver_fn(&l, "cuDevicePrimaryCtxGetState");
   if (!fn) return 1; /* unknown: behave like plain cudaSetDevice */
   unsigned int flags = 0;
   int active = 0;
@@ -43,19 +55,13 @@ void *tc_driver_fn(const char *name) {
  * life, so the answer is remembered per context: a cudaSetDevice made
  * outside tcuda switches the context and misses this cache. */
 typedef CUresult (*pfn_ctx_current)(CUcontext *);
-static _Atomic(pfn_ctx_current) g_ctx_current;
-static atomic_int g_ctx_current_looked;
+static lazy_fn g_ctx_current;
 static _Thread_local CUcontext tl_ctx;
 static _Thread_local int tl_ctx_device;
 
 static tcuda_status get_device(const char *func, int *out) {
   if (tl_target >= 0) { *out = tl_target; return TCUDA_SUCCESS; }
-  pfn_ctx_current fn = atomic_load_explicit(&g_ctx_current, memory_order_acquire);
-  if (!fn && !atomic_load_explicit(&g_ctx_current_looked, memory_order_acquire)) {
-    fn = (pfn_ctx_current)tc_driver_fn("cuCtxGetCurrent");
-    atomic_store_explicit(&g_ctx_current, fn, memory_order_release);
-    atomic_store_explicit(&g_ctx_current_looked, 1, memory_order_release);
-  }
+  pfn_ctx_current fn = (pfn_ctx_current)lazy_driver_fn(&g_ctx_current, "cuCtxGetCurrent");
   CUcontext c = NULL;
   if (fn && fn(&c) != CUDA_SUCCESS) c = NULL;
   if (c && c == tl_ctx) { *out = tl_ctx_device; return TCUDA_SUCCESS; }
