@@ -249,8 +249,9 @@ static tcuda_status get_opts(const char *func, tc_opts *o) {
   /* Default: a copy engine for a bulk peer copy. Measured on 2 H200s at
    * 256 MiB: 382 GB/s against 352-363 for every SM-kernel shape and split
    * tried; reduce_add keeps its one-pass kernel (fused), 363 against 289
-   * for copy-then-add. */
-  o->p2p = P2P_CE;
+   * for copy-then-add. -1 until the environment is read: only a ce value
+   * named there also moves the other peer copies to the copy engines. */
+  o->p2p = -1;
   tcuda_status st = env_choice(func, "TCUDA_COMM_ENGINE", engines, 3, &o->engine);
   if (!st) st = env_choice(func, "TCUDA_COMM_P2P", g_p2p_names, (int)(sizeof g_p2p_names / sizeof *g_p2p_names), &o->p2p);
   if (!st) st = env_choice(func, "TCUDA_COMM_REDUCE", g_red_names, (int)(sizeof g_red_names / sizeof *g_red_names), &o->red);
@@ -265,8 +266,8 @@ static tcuda_status get_opts(const char *func, tc_opts *o) {
   if (!st && o->threads > 512 && o->unroll > 4)
     st = tc_error(TCUDA_ERROR_CONFIG, "%s: TCUDA_COMM_THREADS: %d threads with TCUDA_COMM_UNROLL=%d (at most 512 "
                   "threads above 4)", func, o->threads, o->unroll);
-  const char *pv = getenv("TCUDA_COMM_P2P");
-  o->ce = pv && *pv && o->p2p >= P2P_CE && o->p2p <= P2P_CEX4;
+  o->ce = o->p2p >= P2P_CE && o->p2p <= P2P_CEX4;
+  if (o->p2p < 0) o->p2p = P2P_CE;
   return st;
 }
 
