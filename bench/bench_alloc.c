@@ -70,6 +70,44 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* Threads that start together: each runs fn(th_arg) and waits on `start`
+ * before its timed loop; the result is the median over `trials` of wall
+ * ns per operation (iters per thread, all threads). */
+typedef struct th_arg {
+  pthread_barrier_t *start;
+  long iters;
+  int index;
+  const void *ctx;
+} th_arg;
+
+static volatile int g_failed; /* first failure stops a pattern, not the run */
+static char g_fail_msg[512];
+static void note_failure(const char *who, const char *msg);
+
+static double run_threads(int n, int trials, void *(*fn)(void *), const void *ctx, long iters) {
+  pthread_t th[NTHREADS];
+  th_arg args[NTHREADS];
+  pthread_barrier_t start;
+  double trial[5];
+  if (n > NTHREADS || trials > 5) return NAN;
+  for (int t = 0; t < trials; t++) {
+    pthread_barrier_init(&start, NULL, (unsigned)n + 1);
+    for (int i = 0; i < n; i++) {
+      args[i] = (th_arg){&start, iters, i, ctx};
+      if (pthread_create(&th[i], NULL, fn, &args[i])) {
+        note_failure("pthread_create", strerror(errno));
+        return NAN; /* threads already started block forever; the run ends soon anyway */
+      }
+    }
+    pthread_barrier_wait(&start);
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
+    trial[t] = (double)(now_ns() - t0) / (double)(iters * n);
+    pthread_barrier_destroy(&start);
+  }
+  return g_failed ? NAN : median(trial, trials);
+}
+
 /* splitmix64: the same sequence on every platform, so every allocator and
  * every run sees the same workload. */
 static uint64_t rng_next(uint64_t *s) {
@@ -93,8 +131,6 @@ typedef struct bench_alloc {
   char why[256];        /* why unavailable */
 } bench_alloc;
 
-static volatile int g_failed; /* first failure stops a pattern, not the run */
-static char g_fail_msg[512];
 
 static void note_failure(const char *who, const char *msg) {
   if (!g_failed) {
@@ -104,13 +140,17 @@ static void note_failure(const char *who, const char *msg) {
 }
 
 /* tcuda */
+/* A raw cudaStream_t on device 0 as tcuda's stream value. */
+static tcuda_stream_t ext_stream(void *stream) {
+  tcuda_stream_t s = {(struct CUstream_st *)stream, (int64_t)(intptr_t)stream, 0, 0};
+  return s;
+}
 static int tcb_alloc(void **p, size_t n, void *stream) {
   tcuda_status s;
   if (!stream) {
     s = tcuda_malloc(p, n);
   } else {
-    tcuda_stream_t st = {(struct CUstream_st *)stream, (int64_t)(intptr_t)stream, 0, 0};
-    s = tcuda_malloc_on(p, n, 0, st);
+    s = tcuda_malloc_on(p, n, 0, ext_stream(stream));
   }
   if (s != TCUDA_SUCCESS) {
     note_failure("tcuda_malloc", tcuda_last_error());
@@ -124,12 +164,10 @@ static void tc_free(void *p, void *stream) {
 }
 static void tc_trim(void) { tcuda_empty_cache(); }
 static int tc_cross(size_t n, void *alloc_stream, void *use_stream) {
-  tcuda_stream_t a = {(struct CUstream_st *)alloc_stream, (int64_t)(intptr_t)alloc_stream, 0, 0};
-  tcuda_stream_t u = {(struct CUstream_st *)use_stream, (int64_t)(intptr_t)use_stream, 0, 0};
   void *p;
-  tcuda_status s = tcuda_malloc_on(&p, n, 0, a);
+  tcuda_status s = tcuda_malloc_on(&p, n, 0, ext_stream(alloc_stream));
   if (!s) {
-    s = tcuda_record_stream(p, u);
+    s = tcuda_record_stream(p, ext_stream(use_stream));
     tcuda_status f = tcuda_free(p);
     if (!s) s = f;
   }
@@ -153,51 +191,26 @@ static int tc_alloc_explicit(void **p, size_t n, void *stream) {
 
 /* (g): the policy alone, on the simulated device */
 static tc_alloc *g_sim;
-typedef struct {
-  long iters;
-  uint64_t stream;
-  pthread_barrier_t *start;
-} sim_arg;
 static void *sim_main(void *v) {
-  sim_arg *a = v;
-  uint64_t p;
+  th_arg *a = v;
+  uint64_t p, stream = *(const int *)a->ctx ? (uint64_t)(a->index + 1) : 0; /* own stream, or all on 0 */
   pthread_barrier_wait(a->start);
   for (long i = 0; i < a->iters; i++) {
-    if (tc_alloc_malloc(g_sim, SIZE_4K, a->stream, &p) || tc_alloc_free(g_sim, p)) {
+    if (tc_alloc_malloc(g_sim, SIZE_4K, stream, &p) || tc_alloc_free(g_sim, p)) {
       note_failure("sim", tcuda_last_error());
       break;
     }
   }
   return NULL;
 }
-/* wall ns per pair over all threads; streams: 0 one shared stream, else one each */
+/* wall ns per pair over all threads; own_streams: 0 one shared stream, else one each */
 static double sim_threads(int nthreads, int own_streams, long iters) {
-  pthread_t th[NTHREADS];
-  sim_arg args[NTHREADS];
-  pthread_barrier_t start;
-  double trial[3];
-  for (int t = 0; t < 3; t++) {
-    pthread_barrier_init(&start, NULL, (unsigned)nthreads + 1);
-    for (int i = 0; i < nthreads; i++) {
-      args[i] = (sim_arg){iters, own_streams ? (uint64_t)(i + 1) : 0, &start};
-      if (pthread_create(&th[i], NULL, sim_main, &args[i])) return NAN;
-    }
-    pthread_barrier_wait(&start);
-    uint64_t t0 = now_ns();
-    for (int i = 0; i < nthreads; i++) pthread_join(th[i], NULL);
-    trial[t] = (double)(now_ns() - t0) / (double)(iters * nthreads);
-    pthread_barrier_destroy(&start);
-  }
-  return g_failed ? NAN : median(trial, 3);
+  return run_threads(nthreads, 3, sim_main, &own_streams, iters);
 }
 
 /* (g): the current-device lookup alone, per call, wall over all threads */
-typedef struct {
-  long iters;
-  pthread_barrier_t *start;
-} dev_arg;
 static void *dev_main(void *v) {
-  dev_arg *a = v;
+  th_arg *a = v;
   int d = -1;
   pthread_barrier_wait(a->start);
   for (long i = 0; i < a->iters; i++)
@@ -207,22 +220,7 @@ static void *dev_main(void *v) {
     }
   return NULL;
 }
-static double device_lookup(int nthreads, long iters) {
-  pthread_t th[NTHREADS];
-  dev_arg args[NTHREADS];
-  pthread_barrier_t start;
-  pthread_barrier_init(&start, NULL, (unsigned)nthreads + 1);
-  for (int i = 0; i < nthreads; i++) {
-    args[i] = (dev_arg){iters, &start};
-    if (pthread_create(&th[i], NULL, dev_main, &args[i])) return NAN;
-  }
-  pthread_barrier_wait(&start);
-  uint64_t t0 = now_ns();
-  for (int i = 0; i < nthreads; i++) pthread_join(th[i], NULL);
-  double v = (double)(now_ns() - t0) / (double)(iters * nthreads);
-  pthread_barrier_destroy(&start);
-  return g_failed ? NAN : v;
-}
+static double device_lookup(int nthreads, long iters) { return run_threads(nthreads, 1, dev_main, NULL, iters); }
 
 static void info(const char *metric, double v) {
   printf("RESULT name=alloc metric=%s tcuda=%.4g ref_name=- ref=NA unit=ns target=info\n", metric, v);
@@ -382,49 +380,30 @@ static double pattern_mixed(const bench_alloc *A, const mix_seq *m, long warm, l
 }
 
 /* (c), (d) threads */
-typedef struct thread_arg {
+typedef struct {
   const bench_alloc *A;
-  void *stream;
-  long iters;
-  pthread_barrier_t *start;
-} thread_arg;
+  void *const *streams; /* NULL: every thread on the default stream */
+} threads_ctx;
 
 static void *thread_main(void *v) {
-  thread_arg *a = v;
-  void *p;
+  th_arg *a = v;
+  const threads_ctx *c = a->ctx;
+  void *p, *stream = c->streams ? c->streams[a->index] : NULL;
   for (int i = 0; i < 100; i++) {
-    if (a->A->alloc(&p, SIZE_4K, a->stream)) break;
-    a->A->free(p, a->stream);
+    if (c->A->alloc(&p, SIZE_4K, stream)) break;
+    c->A->free(p, stream);
   }
   pthread_barrier_wait(a->start);
   for (long i = 0; i < a->iters && !g_failed; i++) {
-    if (a->A->alloc(&p, SIZE_4K, a->stream)) break;
-    a->A->free(p, a->stream);
+    if (c->A->alloc(&p, SIZE_4K, stream)) break;
+    c->A->free(p, stream);
   }
   return NULL;
 }
 
 static double pattern_threads(const bench_alloc *A, void *const *streams, long iters) {
-  pthread_t th[NTHREADS];
-  thread_arg args[NTHREADS];
-  pthread_barrier_t start;
-  double trial[3];
-  for (int t = 0; t < 3; t++) {
-    pthread_barrier_init(&start, NULL, NTHREADS + 1);
-    for (int i = 0; i < NTHREADS; i++) {
-      args[i] = (thread_arg){A, streams ? streams[i] : NULL, iters, &start};
-      if (pthread_create(&th[i], NULL, thread_main, &args[i])) {
-        note_failure("pthread_create", strerror(errno));
-        return NAN; /* threads already started block forever; the run ends soon anyway */
-      }
-    }
-    pthread_barrier_wait(&start);
-    uint64_t t0 = now_ns();
-    for (int i = 0; i < NTHREADS; i++) pthread_join(th[i], NULL);
-    trial[t] = (double)(now_ns() - t0) / (double)(iters * NTHREADS);
-    pthread_barrier_destroy(&start);
-  }
-  return g_failed ? NAN : median(trial, 3);
+  threads_ctx c = {A, streams};
+  return run_threads(NTHREADS, 3, thread_main, &c, iters);
 }
 
 /* (f) cross-stream record_stream rounds; streams[0] allocates, streams[1] uses */
