@@ -681,6 +681,19 @@ int tc_alloc_self_check(tc_alloc *a, char *why, size_t n) {
   return bad;
 }
 
+/* A small/large pool pair, empty; owner is the private pool or NULL. */
+static void pools_init(tc_pool *small, tc_pool *large, tc_ppool *owner) {
+  small->is_small = 1;
+  small->pidx = TCUDA_STAT_SMALL_POOL;
+  large->pidx = TCUDA_STAT_LARGE_POOL;
+  small->unmapped.by_addr = large->unmapped.by_addr = 1;
+  small->owner = large->owner = owner;
+}
+static void pools_destroy(tc_pool *small, tc_pool *large) {
+  bs_destroy(&small->blocks);
+  bs_destroy(&large->blocks);
+}
+
 /* torch's insert_into_blocks: the GC age starts now. */
 static inline void pool_insert(tc_alloc *a, tc_pool *p, tc_block *b) {
   b->gc_base = p->gc_calls;
@@ -1399,8 +1412,7 @@ static tcuda_status release_freeable_pools(tc_alloc *a) {
     if (s) return s;
     if (p->nsegs == 0) {
       *pp = p->next;
-      bs_destroy(&p->small.blocks);
-      bs_destroy(&p->large.blocks);
+      pools_destroy(&p->small, &p->large);
       free(p);
     } else {
       pp = &p->next;
@@ -2038,10 +2050,7 @@ tcuda_status tc_alloc_create(int device, const tc_backend *be, const tc_alloc_co
   if (cfg) a->cfg = *cfg;
   else tc_alloc_config_default(&a->cfg);
   a->total_memory = total_memory;
-  a->small.is_small = 1;
-  a->small.pidx = TCUDA_STAT_SMALL_POOL;
-  a->large.pidx = TCUDA_STAT_LARGE_POOL;
-  a->small.unmapped.by_addr = a->large.unmapped.by_addr = 1;
+  pools_init(&a->small, &a->large, NULL);
   a->rng = 0x2545F4914F6CDD1Dull ^ ((uint64_t)(uintptr_t)a << 1);
   atomic_store(&a->va_lo, UINT64_MAX);
   /* without the slots every call simply takes the lock */
@@ -2070,12 +2079,10 @@ void tc_alloc_destroy(tc_alloc *a) {
   while (a->ppools) {
     tc_ppool *p = a->ppools;
     a->ppools = p->next;
-    bs_destroy(&p->small.blocks);
-    bs_destroy(&p->large.blocks);
+    pools_destroy(&p->small, &p->large);
     free(p);
   }
-  bs_destroy(&a->small.blocks);
-  bs_destroy(&a->large.blocks);
+  pools_destroy(&a->small, &a->large);
   while (a->segs) {
     tc_seg *g = a->segs;
     if (!g->expandable) {
@@ -2153,11 +2160,7 @@ tcuda_status tc_alloc_begin_allocate_to_pool(tc_alloc *a, const uint64_t id[2], 
     }
     p->id[0] = id[0];
     p->id[1] = id[1];
-    p->small.is_small = 1;
-    p->small.pidx = TCUDA_STAT_SMALL_POOL;
-    p->large.pidx = TCUDA_STAT_LARGE_POOL;
-    p->small.unmapped.by_addr = p->large.unmapped.by_addr = 1;
-    p->small.owner = p->large.owner = p;
+    pools_init(&p->small, &p->large, p);
     p->next = a->ppools;
     a->ppools = p;
   }
