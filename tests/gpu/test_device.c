@@ -3,6 +3,7 @@
 #include "harness.h"
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -154,6 +155,57 @@ static void outside_switches_seen(void) {
   CHECK_EQ_INT(d, 0);
 }
 
+static CUcontext ctx_current(void) {
+  CUresult (*fn)(CUcontext *) = NULL;
+  enum cudaDriverEntryPointQueryResult q;
+  CUcontext c = NULL;
+  if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", (void **)&fn, 12000, cudaEnableDefault, &q) ==
+          cudaSuccess && fn)
+    fn(&c);
+  return c;
+}
+
+typedef struct {
+  CUcontext before, after;
+  int device, owner, ok;
+} fresh_result;
+
+static void *fresh_thread_main(void *v) {
+  fresh_result *r = v;
+  r->before = ctx_current();
+  r->ok = tcuda_current_device(&r->device) == TCUDA_SUCCESS;
+  r->after = ctx_current();
+  for (int i = 0; i < 1000 && r->ok; i++) { /* cached pairs, which make no CUDA call */
+    void *p = NULL;
+    r->ok = tcuda_malloc(&p, 4096) == TCUDA_SUCCESS && tcuda_device_of(p, &r->owner) == TCUDA_SUCCESS &&
+            tcuda_free(p) == TCUDA_SUCCESS;
+  }
+  return NULL;
+}
+
+/* A thread that never called CUDA has no context: the first lookup binds it
+ * to the existing primary context of the runtime's device (0 for a new
+ * thread), so later lookups hit the per-context cache. */
+static void fresh_thread_binds_primary(void) {
+  CHECK_OK(tcuda_set_device(0));
+  void *warm = NULL;
+  CHECK_OK(tcuda_malloc(&warm, 4096)); /* device 0's context exists, and a cached block */
+  CHECK_OK(tcuda_free(warm));
+  CUcontext main_ctx = ctx_current();
+  CHECK(main_ctx != NULL);
+  fresh_result r;
+  memset(&r, 0, sizeof r);
+  r.device = r.owner = -1;
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, fresh_thread_main, &r) == 0);
+  pthread_join(t, NULL);
+  CHECK(r.before == NULL);
+  CHECK(r.ok);
+  CHECK_EQ_INT(r.device, 0);
+  CHECK_EQ_INT(r.owner, 0);
+  CHECK(r.after == main_ctx); /* device 0's primary context, no new one */
+}
+
 static void sync_and_peer(void) {
   int n = tcuda_device_count(), can = -1;
   CHECK_OK(tcuda_synchronize(-1));
@@ -253,6 +305,7 @@ int main(int argc, char **argv) {
   }
   static const tc_test tests[] = {T(fork_rules), T(init_and_count), T(current_device_and_range),
                                   T(guard_restores_and_nests), T(properties_match_cuda), T(device_of_pointers),
-                                  T(outside_switches_seen), T(sync_and_peer)};
+                                  T(outside_switches_seen), T(fresh_thread_binds_primary),
+                                  T(sync_and_peer)};
   return tc_run(tests, sizeof tests / sizeof *tests, argc, argv);
 }
