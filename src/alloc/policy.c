@@ -15,10 +15,16 @@
 #include "core/annotate.h"
 #include "alloc/alloc.h"
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #define ONE_EB ((uint64_t)1 << 60)
 #define SLAB_BLOCKS 256
@@ -123,14 +129,66 @@ typedef struct tc_evq {
   size_t head, len, cap; /* ring, cap a power of 2 */
 } tc_evq;
 
+/* ------------------------------------------------------------------ */
+/* the allocator's lock                                                 */
+
+/* A futex word: 0 free, 1 held, 2 held with sleepers. pthread's mutex
+ * bookkeeping (owner, user count) was a sixth of the cached pair. */
+typedef struct { atomic_int w; } tc_lock;
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+static inline int lk_try(tc_lock *l) {
+  int z = 0;
+  return atomic_load_explicit(&l->w, memory_order_relaxed) == 0 &&
+         atomic_compare_exchange_strong_explicit(&l->w, &z, 1, memory_order_acquire, memory_order_relaxed);
+}
+
+static void lk_sleep(tc_lock *l) {
+#ifdef __linux__
+  syscall(SYS_futex, &l->w, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+#else
+  (void)l;
+  sched_yield();
+#endif
+}
+
+static void lk_lock_slow(tc_lock *l) {
+  for (int i = 0; i < 200; i++) {
+    if (lk_try(l)) return;
+    cpu_relax();
+  }
+  while (atomic_exchange_explicit(&l->w, 2, memory_order_acquire) != 0) lk_sleep(l);
+}
+
+static inline void lk_lock(tc_lock *l) {
+  if (!lk_try(l)) lk_lock_slow(l);
+}
+
+static inline void lk_unlock(tc_lock *l) {
+  if (atomic_exchange_explicit(&l->w, 0, memory_order_release) == 2) {
+#ifdef __linux__
+    syscall(SYS_futex, &l->w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+#endif
+  }
+}
+
 typedef struct tc_slot {
   uint64_t key;
   tc_block *b;
 } tc_slot;
 
 struct tc_alloc {
-  pthread_mutex_t mu;
-  int device;
+  /* Alone on its line: waiters read it while the holder writes the fields
+   * below, which would otherwise bounce between their cores. */
+  _Alignas(64) tc_lock mu;
+  _Alignas(64) int device;
   const tc_backend *be;
   tc_alloc_config cfg;
   uint64_t total_memory;
@@ -164,8 +222,7 @@ struct tc_alloc {
   size_t ndeferred, capdeferred;
   /* combining (see "contended calls" below) */
   struct tc_req *reqs;
-  atomic_int nslots; /* slots ever used: serve() scans these */
-  atomic_int busy;   /* a malloc/free holds mu: waiters read this, not the lock */
+  _Alignas(64) _Atomic uint64_t pending; /* bit i: slot i holds a published request */
 };
 
 /* ------------------------------------------------------------------ */
@@ -673,11 +730,11 @@ static int bs_check_pool(tc_alloc *a, tc_pool *pool, char *why, size_t n) {
 }
 
 int tc_alloc_self_check(tc_alloc *a, char *why, size_t n) {
-  pthread_mutex_lock(&a->mu);
+  lk_lock(&a->mu);
   int bad = bs_check_pool(a, &a->small, why, n) || bs_check_pool(a, &a->large, why, n);
   for (tc_ppool *p = a->ppools; p && !bad; p = p->next)
     bad = bs_check_pool(a, &p->small, why, n) || bs_check_pool(a, &p->large, why, n);
-  pthread_mutex_unlock(&a->mu);
+  lk_unlock(&a->mu);
   return bad;
 }
 
@@ -1300,9 +1357,9 @@ static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) 
     return *err = s, -1;
   }
   if (a->cfg.release_lock_on_cudamalloc) {
-    pthread_mutex_unlock(&a->mu);
+    lk_unlock(&a->mu);
     s = a->be->segment_alloc(a->be->ctx, a->device, size, &addr);
-    pthread_mutex_lock(&a->mu);
+    lk_lock(&a->mu);
   } else {
     s = a->be->segment_alloc(a->be->ctx, a->device, size, &addr);
   }
@@ -1571,7 +1628,7 @@ static tcuda_status malloc_locked(tc_alloc *a, uint64_t orig, uint64_t stream, u
  * of a serial order of the calls: the policy is unchanged. */
 #define TC_REQ_SLOTS 64
 #define TC_REQ_SPINS 4000 /* then the waiter blocks on the lock instead */
-enum { RQ_FREE, RQ_OWNED, RQ_PENDING, RQ_BUSY, RQ_DONE };
+enum { RQ_FREE, RQ_OWNED, RQ_PENDING, RQ_DONE };
 enum { OP_MALLOC, OP_FREE };
 
 typedef struct tc_req {
@@ -1584,14 +1641,6 @@ static tcuda_status free_found(tc_alloc *a, tc_block *b);
 
 static _Thread_local int tl_slot = -1;
 static atomic_int g_next_slot;
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
 
 /* A cached malloc or a plain free; 0 when it needs the full path. Never
  * sets an error (it may run in another thread). */
@@ -1613,40 +1662,25 @@ static int run_fast(tc_alloc *a, tc_req *r) {
   return 1;
 }
 
-/* Under the lock: run every published request, a few passes while more
- * come. Returns how many ran. */
-static int serve(tc_alloc *a) {
-  int n = atomic_load_explicit(&a->nslots, memory_order_acquire), total = 0;
-  for (int pass = 0; pass < 8; pass++) {
-    int ran = 0;
-    for (int i = 0; i < n; i++) {
-      tc_req *r = &a->reqs[i];
-      /* no CAS needed: only a lock holder takes requests, and a waiter
-       * withdraws its own only while holding the lock */
-      if (atomic_load_explicit(&r->state, memory_order_acquire) != RQ_PENDING) continue;
+/* Under the lock: take the published requests and run them, a few rounds
+ * while more come. The slots' lines are fetched together first, so their
+ * transfers from the waiters' cores overlap. */
+static void serve(tc_alloc *a) {
+  for (int round = 0; round < 8; round++) {
+    uint64_t m = atomic_exchange_explicit(&a->pending, 0, memory_order_acquire);
+    if (!m) return;
+    for (uint64_t t = m; t; t &= t - 1) __builtin_prefetch(&a->reqs[__builtin_ctzll(t)], 1);
+    for (; m; m &= m - 1) {
+      tc_req *r = &a->reqs[__builtin_ctzll(m)];
       r->outcome = run_fast(a, r);
       atomic_store_explicit(&r->state, RQ_DONE, memory_order_release);
-      ran++;
     }
-    total += ran;
-    if (!ran) break;
   }
-  return total;
 }
 
-static inline int trylock_busy(tc_alloc *a) {
-  if (pthread_mutex_trylock(&a->mu)) return 0;
-  atomic_store_explicit(&a->busy, 1, memory_order_relaxed);
-  return 1;
-}
-static inline void lock_busy(tc_alloc *a) {
-  pthread_mutex_lock(&a->mu);
-  atomic_store_explicit(&a->busy, 1, memory_order_relaxed);
-}
 static inline void unlock_serving(tc_alloc *a) {
-  if (atomic_load_explicit(&a->nslots, memory_order_relaxed)) serve(a);
-  atomic_store_explicit(&a->busy, 0, memory_order_relaxed);
-  pthread_mutex_unlock(&a->mu);
+  if (atomic_load_explicit(&a->pending, memory_order_relaxed)) serve(a);
+  lk_unlock(&a->mu);
 }
 
 /* Take the lock, or have the current holder run the request: 1 when it
@@ -1654,51 +1688,48 @@ static inline void unlock_serving(tc_alloc *a) {
 static int combine(tc_alloc *a, int op, uint64_t size, uint64_t stream, uint64_t addr, uint64_t *out);
 static inline int lock_or_combine(tc_alloc *a, int op, uint64_t size, uint64_t stream, uint64_t addr,
                                   uint64_t *out) {
-  if (trylock_busy(a)) return 0;
+  if (lk_try(&a->mu)) return 0;
   if (combine(a, op, size, stream, addr, out)) return 1;
-  lock_busy(a);
+  lk_lock(&a->mu);
   return 0;
 }
 
-/* The lock was busy: publish the request and wait for a lock holder to run
- * it, or take the lock to run everyone's. Returns 1 when done (r->addr for
- * malloc), 0 when the caller must run the call under the lock itself. */
+/* The lock was taken: publish the request and wait for a lock holder to
+ * run it, or take the lock to run everyone's. Returns 1 when done (r->addr
+ * for malloc), 0 when the caller must run the call under the lock itself. */
 static int combine(tc_alloc *a, int op, uint64_t size, uint64_t stream, uint64_t addr, uint64_t *out) {
   if (!a->reqs) return 0;
   if (tl_slot < 0) tl_slot = atomic_fetch_add_explicit(&g_next_slot, 1, memory_order_relaxed) % TC_REQ_SLOTS;
   int i = tl_slot;
+  uint64_t bit = (uint64_t)1 << i;
   tc_req *r = &a->reqs[i];
   int want = RQ_FREE;
   if (!atomic_compare_exchange_strong_explicit(&r->state, &want, RQ_OWNED, memory_order_acquire,
                                                memory_order_relaxed))
     return 0; /* another thread shares this slot right now */
-  int n = atomic_load_explicit(&a->nslots, memory_order_relaxed);
-  while (n <= i && !atomic_compare_exchange_weak_explicit(&a->nslots, &n, i + 1, memory_order_release,
-                                                           memory_order_relaxed)) {
-  }
   r->op = op;
   r->size = size;
   r->stream = stream;
   r->addr = addr;
-  atomic_store_explicit(&r->state, RQ_PENDING, memory_order_release);
+  atomic_store_explicit(&r->state, RQ_PENDING, memory_order_relaxed);
+  atomic_fetch_or_explicit(&a->pending, bit, memory_order_release); /* publishes the fields */
   int outcome = 0;
   for (int spins = 1;; spins++) {
     if (atomic_load_explicit(&r->state, memory_order_acquire) == RQ_DONE) {
       outcome = r->outcome;
       break;
     }
-    /* no malloc/free holds the lock (or the one that did left before the
-     * request was published): become the holder and run everyone's */
-    if (!atomic_load_explicit(&a->busy, memory_order_relaxed) && trylock_busy(a)) {
+    /* the holder left before our bit was set: become the holder */
+    if (lk_try(&a->mu)) {
       unlock_serving(a);
       continue;
     }
     if (spins > TC_REQ_SPINS) { /* the holder is slow (a cudaMalloc): block */
-      lock_busy(a);
+      lk_lock(&a->mu);
       if (atomic_load_explicit(&r->state, memory_order_acquire) == RQ_DONE) {
         outcome = r->outcome;
-      } else { /* still pending, and nobody else can take it while we hold the lock */
-        atomic_store_explicit(&r->state, RQ_OWNED, memory_order_relaxed);
+      } else { /* not taken yet, and nobody can take it while we hold the lock */
+        atomic_fetch_and_explicit(&a->pending, ~bit, memory_order_relaxed);
         outcome = run_fast(a, r);
       }
       unlock_serving(a);
@@ -1787,7 +1818,7 @@ int tc_alloc_free_if_owned(tc_alloc *a, uint64_t addr, tcuda_status *status) {
 
 tcuda_status tc_alloc_record_stream_on(tc_alloc *a, uint64_t addr, uint64_t stream, int stream_device) {
   TC_CHECK_ARG("tc_alloc_record_stream", a != NULL, "allocator");
-  pthread_mutex_lock(&a->mu);
+  lk_lock(&a->mu);
   tc_block *b = addr ? ht_find(a, addr) : NULL;
   tcuda_status s = TCUDA_SUCCESS;
   if (!b) {
@@ -1802,7 +1833,7 @@ tcuda_status tc_alloc_record_stream_on(tc_alloc *a, uint64_t addr, uint64_t stre
         uint32_t cap = 2 * b->capuses;
         tc_use *nu = (tc_use *)malloc(cap * sizeof *nu);
         if (!nu) {
-          pthread_mutex_unlock(&a->mu);
+          lk_unlock(&a->mu);
           return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "record_stream: out of host memory");
         }
         memcpy(nu, b->uses, b->nuses * sizeof *nu);
@@ -1813,7 +1844,7 @@ tcuda_status tc_alloc_record_stream_on(tc_alloc *a, uint64_t addr, uint64_t stre
       b->uses[b->nuses++] = (tc_use){stream, stream_device};
     }
   }
-  pthread_mutex_unlock(&a->mu);
+  lk_unlock(&a->mu);
   return s;
 }
 
@@ -1824,12 +1855,12 @@ tcuda_status tc_alloc_record_stream(tc_alloc *a, uint64_t addr, uint64_t stream)
 
 tcuda_status tc_alloc_empty_cache(tc_alloc *a) {
   TC_CHECK_ARG("tc_alloc_empty_cache", a != NULL, "allocator");
-  pthread_mutex_lock(&a->mu);
+  lk_lock(&a->mu);
   tcuda_status s = capturing(a) ? tc_error(TCUDA_ERROR_INVALID_STATE,
                                            "empty_cache: not allowed while a CUDA graph capture is under way on "
                                            "device %d (it synchronizes and frees memory)", a->device)
                                 : release_cached_blocks(a);
-  pthread_mutex_unlock(&a->mu);
+  lk_unlock(&a->mu);
   return s;
 }
 
@@ -1837,9 +1868,9 @@ tcuda_status tc_alloc_empty_cache(tc_alloc *a) {
 /* stats, fraction, config                                              */
 
 void tc_alloc_get_stats(tc_alloc *a, tcuda_memory_stats_t *out) {
-  pthread_mutex_lock(&a->mu);
+  lk_lock(&a->mu);
   *out = a->st;
-  pthread_mutex_unlock(&a->mu);
+  lk_unlock(&a->mu);
 }
 
 #define NINE_ARRAYS(st, X)                                                                           \
@@ -1847,17 +1878,17 @@ void tc_alloc_get_stats(tc_alloc *a, tcuda_memory_stats_t *out) {
       X((st).reserved_bytes) X((st).active_bytes) X((st).inactive_split_bytes) X((st).requested_bytes)
 
 void tc_alloc_reset_peak(tc_alloc *a) {
-  pthread_mutex_lock(&a->mu);
+  lk_lock(&a->mu);
 #define PEAK(arr) for (int k = 0; k < TCUDA_STAT_TYPES; k++) arr[k].peak = arr[k].current;
   NINE_ARRAYS(a->st, PEAK)
 #undef PEAK
   a->st.oversize_allocations.peak = a->st.oversize_allocations.current;
   a->st.oversize_segments.peak = a->st.oversize_segments.current;
-  pthread_mutex_unlock(&a->mu);
+  lk_unlock(&a->mu);
 }
 
 void tc_alloc_reset_accumulated(tc_alloc *a) {
-  pthread_mutex_lock(&a->mu);
+  lk_lock(&a->mu);
 #define ACC(arr) for (int k = 0; k < TCUDA_STAT_TYPES; k++) arr[k].allocated = arr[k].freed = 0;
   NINE_ARRAYS(a->st, ACC)
 #undef ACC
@@ -1865,47 +1896,47 @@ void tc_alloc_reset_accumulated(tc_alloc *a) {
   a->st.oversize_segments.allocated = a->st.oversize_segments.freed = 0;
   a->st.num_alloc_retries = a->st.num_ooms = a->st.num_sync_all_streams = 0;
   a->st.num_device_alloc = a->st.num_device_free = 0;
-  pthread_mutex_unlock(&a->mu);
+  lk_unlock(&a->mu);
 }
 
 tcuda_status tc_alloc_set_memory_fraction(tc_alloc *a, double fraction) {
   TC_CHECK_ARG("tc_alloc_set_memory_fraction", a != NULL, "allocator");
   if (!(fraction >= 0.0 && fraction <= 1.0))
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "Invalid fraction value: %g. Allowed range: 0~1", fraction);
-  pthread_mutex_lock(&a->mu);
+  lk_lock(&a->mu);
   /* torch 2.11: 1.0 means no limit at all, not a limit of totalGlobalMem. */
   a->has_allowed = fraction < 1.0;
   a->allowed_max = a->has_allowed ? (uint64_t)(fraction * (double)a->total_memory) : 0;
-  pthread_mutex_unlock(&a->mu);
+  lk_unlock(&a->mu);
   return TCUDA_SUCCESS;
 }
 
 double tc_alloc_get_memory_fraction(tc_alloc *a) {
-  pthread_mutex_lock(&a->mu);
+  lk_lock(&a->mu);
   double f = a->has_allowed && a->total_memory ? (double)a->allowed_max / (double)a->total_memory : 1.0;
-  pthread_mutex_unlock(&a->mu);
+  lk_unlock(&a->mu);
   return f;
 }
 
 void tc_alloc_set_config(tc_alloc *a, const tc_alloc_config *cfg) {
-  pthread_mutex_lock(&a->mu);
+  lk_lock(&a->mu);
   a->cfg = *cfg;
-  pthread_mutex_unlock(&a->mu);
+  lk_unlock(&a->mu);
 }
 
 void tc_alloc_get_config(tc_alloc *a, tc_alloc_config *out) {
-  pthread_mutex_lock(&a->mu);
+  lk_lock(&a->mu);
   *out = a->cfg;
-  pthread_mutex_unlock(&a->mu);
+  lk_unlock(&a->mu);
 }
 
 int tc_alloc_device(const tc_alloc *a) { return a->device; }
 
 void tc_alloc_set_trace(tc_alloc *a, tc_trace_fn fn, void *ctx) {
-  pthread_mutex_lock(&a->mu);
+  lk_lock(&a->mu);
   a->trace = fn;
   a->trace_ctx = ctx;
-  pthread_mutex_unlock(&a->mu);
+  lk_unlock(&a->mu);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1935,7 +1966,7 @@ tcuda_status tc_alloc_snapshot(tc_alloc *a, tcuda_snapshot_t **out) {
   *out = NULL;
   tcuda_snapshot_t *s = (tcuda_snapshot_t *)calloc(1, sizeof *s);
   if (!s) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tc_alloc_snapshot: out of host memory");
-  pthread_mutex_lock(&a->mu);
+  lk_lock(&a->mu);
   /* Count the reported segments: one per contiguous mapped run. */
   size_t nseg = 0;
   for (tc_seg *g = a->segs; g; g = g->lnext)
@@ -1981,7 +2012,7 @@ tcuda_status tc_alloc_snapshot(tc_alloc *a, tcuda_snapshot_t **out) {
     }
   }
   if (!fail) TRACE(a, TC_TRACE_SNAPSHOT, 0, total_active, 0);
-  pthread_mutex_unlock(&a->mu);
+  lk_unlock(&a->mu);
   if (fail) {
     tc_snapshot_free(s);
     return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tc_alloc_snapshot: out of host memory");
@@ -1994,7 +2025,7 @@ tcuda_status tc_alloc_snapshot(tc_alloc *a, tcuda_snapshot_t **out) {
 tcuda_status tc_alloc_block_info(tc_alloc *a, uint64_t addr, uint64_t *block_addr, uint64_t *block_size,
                                  uint64_t *segment_addr, uint64_t *segment_size) {
   TC_CHECK_ARG("tc_alloc_block_info", a != NULL, "allocator");
-  pthread_mutex_lock(&a->mu);
+  lk_lock(&a->mu);
   tc_block *b = ht_find(a, addr);
   if (!b) { /* an interior pointer: find its segment */
     for (tc_seg *g = a->segs; g && !b; g = g->lnext) {
@@ -2007,7 +2038,7 @@ tcuda_status tc_alloc_block_info(tc_alloc *a, uint64_t addr, uint64_t *block_add
     }
   }
   if (!b) {
-    pthread_mutex_unlock(&a->mu);
+    lk_unlock(&a->mu);
     return tc_error(TCUDA_ERROR_INVALID_POINTER, "pointer 0x%llx is not inside a live allocation of device %d",
                     (unsigned long long)addr, a->device);
   }
@@ -2023,7 +2054,7 @@ tcuda_status tc_alloc_block_info(tc_alloc *a, uint64_t addr, uint64_t *block_add
   if (block_size) *block_size = b->size;
   if (segment_addr) *segment_addr = lo->addr;
   if (segment_size) *segment_size = end - lo->addr;
-  pthread_mutex_unlock(&a->mu);
+  lk_unlock(&a->mu);
   return TCUDA_SUCCESS;
 }
 
@@ -2035,12 +2066,15 @@ tcuda_status tc_alloc_create(int device, const tc_backend *be, const tc_alloc_co
   TC_CHECK_ARG("tc_alloc_create", be != NULL, "backend");
   TC_CHECK_ARG("tc_alloc_create", out != NULL, "out");
   *out = NULL;
-  tc_alloc *a = (tc_alloc *)calloc(1, sizeof *a);
+  /* cache-line aligned, for the lock's and the pending mask's lines */
+  size_t asz = (sizeof(tc_alloc) + 63) & ~(size_t)63;
+  tc_alloc *a = (tc_alloc *)aligned_alloc(64, asz);
   if (!a) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tc_alloc_create: out of host memory");
+  memset(a, 0, asz);
   a->ht_bits = 10;
   a->ht_cap = (size_t)1 << a->ht_bits;
   a->ht = (tc_slot *)calloc(a->ht_cap, sizeof *a->ht);
-  if (!a->ht || pthread_mutex_init(&a->mu, NULL)) {
+  if (!a->ht) {
     free(a->ht);
     free(a);
     return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tc_alloc_create: out of host memory");
@@ -2108,7 +2142,6 @@ void tc_alloc_destroy(tc_alloc *a) {
   free(a->slabs);
   free(a->ht);
   free(a->reqs);
-  pthread_mutex_destroy(&a->mu);
   free(a);
 }
 
@@ -2134,11 +2167,11 @@ tcuda_status tc_alloc_begin_allocate_to_pool(tc_alloc *a, const uint64_t id[2], 
   TC_CHECK_ARG(F, fn != NULL, "filter");
   tcuda_status s = check_pool_id(F, id);
   if (s) return s;
-  pthread_mutex_lock(&a->mu);
+  lk_lock(&a->mu);
   size_t n = (size_t)atomic_load_explicit(&a->ncaps, memory_order_relaxed);
   for (size_t i = 0; i < n; i++)
     if (a->caps[i].pool->id[0] == id[0] && a->caps[i].pool->id[1] == id[1]) {
-      pthread_mutex_unlock(&a->mu);
+      lk_unlock(&a->mu);
       return tc_error(TCUDA_ERROR_INVALID_STATE, "%s: already recording to mempool_id (%llu,%llu)", F,
                       (unsigned long long)id[0], (unsigned long long)id[1]);
     }
@@ -2146,7 +2179,7 @@ tcuda_status tc_alloc_begin_allocate_to_pool(tc_alloc *a, const uint64_t id[2], 
     size_t cap = a->capcaps ? 2 * a->capcaps : 4;
     tc_capture *nc = (tc_capture *)realloc(a->caps, cap * sizeof *nc);
     if (!nc) {
-      pthread_mutex_unlock(&a->mu);
+      lk_unlock(&a->mu);
       return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
     }
     a->caps = nc;
@@ -2155,7 +2188,7 @@ tcuda_status tc_alloc_begin_allocate_to_pool(tc_alloc *a, const uint64_t id[2], 
   tc_ppool *p = find_ppool(a, id);
   if (!p) {
     if (!(p = (tc_ppool *)calloc(1, sizeof *p))) {
-      pthread_mutex_unlock(&a->mu);
+      lk_unlock(&a->mu);
       return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
     }
     p->id[0] = id[0];
@@ -2168,7 +2201,7 @@ tcuda_status tc_alloc_begin_allocate_to_pool(tc_alloc *a, const uint64_t id[2], 
   p->use_count++;
   a->caps[n] = (tc_capture){p, fn, ctx};
   atomic_store_explicit(&a->ncaps, (int)n + 1, memory_order_relaxed);
-  pthread_mutex_unlock(&a->mu);
+  lk_unlock(&a->mu);
   return TCUDA_SUCCESS;
 }
 
@@ -2177,17 +2210,17 @@ tcuda_status tc_alloc_end_allocate_to_pool(tc_alloc *a, const uint64_t id[2]) {
   TC_CHECK_ARG(F, a != NULL, "allocator");
   tcuda_status s = check_pool_id(F, id);
   if (s) return s;
-  pthread_mutex_lock(&a->mu);
+  lk_lock(&a->mu);
   size_t n = (size_t)atomic_load_explicit(&a->ncaps, memory_order_relaxed), i = 0;
   while (i < n && !(a->caps[i].pool->id[0] == id[0] && a->caps[i].pool->id[1] == id[1])) i++;
   if (i == n) {
-    pthread_mutex_unlock(&a->mu);
+    lk_unlock(&a->mu);
     return tc_error(TCUDA_ERROR_INVALID_STATE, "%s: not currently recording to mempool_id (%llu,%llu)", F,
                     (unsigned long long)id[0], (unsigned long long)id[1]);
   }
   memmove(&a->caps[i], &a->caps[i + 1], (n - i - 1) * sizeof *a->caps);
   atomic_store_explicit(&a->ncaps, (int)n - 1, memory_order_relaxed);
-  pthread_mutex_unlock(&a->mu);
+  lk_unlock(&a->mu);
   return TCUDA_SUCCESS;
 }
 
@@ -2196,14 +2229,14 @@ tcuda_status tc_alloc_release_pool(tc_alloc *a, const uint64_t id[2]) {
   TC_CHECK_ARG(F, a != NULL, "allocator");
   tcuda_status s = check_pool_id(F, id);
   if (s) return s;
-  pthread_mutex_lock(&a->mu);
+  lk_lock(&a->mu);
   tc_ppool *p = find_ppool(a, id);
   if (!p || p->use_count <= 0)
     s = tc_error(TCUDA_ERROR_INVALID_STATE, "%s: mempool_id (%llu,%llu) is %s", F, (unsigned long long)id[0],
                  (unsigned long long)id[1], p ? "not in use (already released)" : "not a pool of this device");
   else
     p->use_count--; /* at 0 it is freeable: the next release_cached_blocks frees it */
-  pthread_mutex_unlock(&a->mu);
+  lk_unlock(&a->mu);
   return s;
 }
 
@@ -2212,13 +2245,13 @@ tcuda_status tc_alloc_pool_info(tc_alloc *a, const uint64_t id[2], int *use_coun
   TC_CHECK_ARG(F, a != NULL, "allocator");
   tcuda_status s = check_pool_id(F, id);
   if (s) return s;
-  pthread_mutex_lock(&a->mu);
+  lk_lock(&a->mu);
   tc_ppool *p = find_ppool(a, id);
   if (p) {
     if (use_count) *use_count = p->use_count;
     if (segments) *segments = p->nsegs;
   }
-  pthread_mutex_unlock(&a->mu);
+  lk_unlock(&a->mu);
   if (!p)
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: no private pool (%llu,%llu) on device %d", F,
                     (unsigned long long)id[0], (unsigned long long)id[1], a->device);
