@@ -300,24 +300,73 @@ tcuda_status tcuda_stream_wait_event(tcuda_stream_t st, tcuda_event_t *e) {
   return h ? block_on(F, h, st) : TCUDA_SUCCESS;
 }
 
+/* Stream handles that mean "the current device's" stream. */
+static int names_current_device(cudaStream_t h) {
+  return !h || h == cudaStreamLegacy || h == cudaStreamPerThread;
+}
+
+/* wait_stream's events, a few per device: an event goes back to the pool
+ * as soon as the wait is enqueued, since a wait uses the state the event
+ * had then and later records do not change it. Creating and destroying one
+ * per call, with the device switches, cost more host time than the rest of
+ * a cross-device copy's bookkeeping. */
+#define WAIT_POOL 8
+static pthread_mutex_t g_wait_mu = PTHREAD_MUTEX_INITIALIZER;
+static cudaEvent_t g_wait_ev[TC_MAX_DEVICES][WAIT_POOL];
+static int g_wait_n[TC_MAX_DEVICES];
+
+static tcuda_status wait_event_get(const char *F, int device, cudaEvent_t *out) {
+  *out = NULL;
+  pthread_mutex_lock(&g_wait_mu);
+  if (g_wait_n[device] > 0) *out = g_wait_ev[device][--g_wait_n[device]];
+  pthread_mutex_unlock(&g_wait_mu);
+  if (*out) return TCUDA_SUCCESS;
+  int saved;
+  tcuda_status s = tc_on_device_begin(F, device, &saved);
+  if (s) return s;
+  cudaError_t err = cudaEventCreateWithFlags(out, cudaEventDisableTiming);
+  tc_on_device_end(saved);
+  return err == cudaSuccess ? TCUDA_SUCCESS : tc_cuda_error(err, F, "cudaEventCreateWithFlags");
+}
+
+static void wait_event_put(int device, cudaEvent_t h) {
+  pthread_mutex_lock(&g_wait_mu);
+  if (g_wait_n[device] < WAIT_POOL) {
+    g_wait_ev[device][g_wait_n[device]++] = h;
+    h = NULL;
+  }
+  pthread_mutex_unlock(&g_wait_mu);
+  if (h) cudaEventDestroy(h); /* CUDA keeps it alive until the wait resolves */
+}
+
 tcuda_status tcuda_stream_wait_stream(tcuda_stream_t st, tcuda_stream_t other) {
   static const char *F = "tcuda_stream_wait_stream";
-  int saved;
+  int saved = -1;
   if (other.device < 0 && st.device >= 0) return tc_stream_check(F, "other", other); /* before CUDA */
   tcuda_status s = tc_stream_check(F, "stream", st);
   if (s || (s = tc_stream_check(F, "other", other))) return s;
-  if ((s = tc_on_device_begin(F, other.device, &saved))) return s;
-  /* A throwaway timing-free event, as Stream.wait_stream's record_event(). */
+  /* checked: both devices are below TC_MAX_DEVICES, which sizes the pool */
+  /* A timing-free event, as Stream.wait_stream's record_event(). */
   cudaEvent_t h = NULL;
-  const char *call = "cudaEventCreateWithFlags";
-  cudaError_t err = cudaEventCreateWithFlags(&h, cudaEventDisableTiming);
-  if (err == cudaSuccess) {
-    call = "cudaEventRecord";
-    err = cudaEventRecord(h, other.handle);
+  if ((s = wait_event_get(F, other.device, &h))) return s;
+  /* a real stream handle names its context: no device switch */
+  const char *call = "cudaEventRecord";
+  cudaError_t err;
+  if (names_current_device(other.handle) && (s = tc_on_device_begin(F, other.device, &saved))) {
+    wait_event_put(other.device, h);
+    return s;
   }
+  err = cudaEventRecord(h, other.handle);
   tc_on_device_end(saved);
-  if (err == cudaSuccess) s = block_on(F, h, st);
-  if (h) cudaEventDestroy(h); /* CUDA keeps it alive until the wait resolves */
+  if (err == cudaSuccess) {
+    if (names_current_device(st.handle)) {
+      s = block_on(F, h, st);
+    } else {
+      call = "cudaStreamWaitEvent";
+      err = cudaStreamWaitEvent(st.handle, h, 0);
+    }
+  }
+  wait_event_put(other.device, h);
   if (err != cudaSuccess) return tc_cuda_error(err, F, call);
   return s;
 }

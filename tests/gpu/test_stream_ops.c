@@ -38,7 +38,7 @@ static void query_before_and_after(void) {
   CHECK_EQ_INT(done, 1);
 }
 
-typedef enum { NO_WAIT, WAIT_STREAM, WAIT_EVENT, RECORD_AND_WAIT } how_t;
+typedef enum { NO_WAIT, WAIT_STREAM, WAIT_STREAM_REUSE, WAIT_EVENT, RECORD_AND_WAIT } how_t;
 
 /* Producer A: 100 ms spin, then fill buf. Consumer B: copy buf -> dst.
  * Returns the number of wrong words in dst. */
@@ -57,7 +57,9 @@ static unsigned run_pair(how_t how, unsigned seed) {
   CU(tct_spin_us(100000, a.handle));
   CU(tct_fill(buf, N, seed, a.handle));
   tcuda_event_t *ev = NULL;
-  if (how == WAIT_STREAM) CHECK_OK(tcuda_stream_wait_stream(b, a));
+  if (how == WAIT_STREAM || how == WAIT_STREAM_REUSE) CHECK_OK(tcuda_stream_wait_stream(b, a));
+  if (how == WAIT_STREAM_REUSE) /* wait_stream's pooled event, re-recorded on idle streams */
+    for (int i = 0; i < 3; i++) CHECK_OK(tcuda_stream_wait_stream(pool(), pool()));
   if (how == WAIT_EVENT) {
     CHECK_OK(tcuda_event_create(TCUDA_EVENT_DEFAULT, &ev));
     CHECK_OK(tcuda_event_record(ev, &a));
@@ -86,6 +88,7 @@ static unsigned run_pair(how_t how, unsigned seed) {
 
 static void wait_stream_orders_work(void) {
   CHECK_EQ_INT(run_pair(WAIT_STREAM, 0x1234u), 0);
+  CHECK_EQ_INT(run_pair(WAIT_STREAM_REUSE, 0x4321u), 0); /* a later record leaves the wait alone */
   /* Control: without the wait, B copies before A has written (the test
    * above could not fail otherwise). */
   CHECK(run_pair(NO_WAIT, 0x1234u) > 0);
