@@ -402,8 +402,8 @@ static void sweep(void) {
     sweep_one(w, "reduce_add", name, env);
   }
   static const struct { const char *p2p; int chunks; const char *extra; } pipes[] = {
-      {"kernel", 4, ""}, {"kernel", 8, ""}, {"kernel", 16, ""}, {"kernel", 8, " BLOCKS_PER_SM=2 UNROLL=8"},
-      {"pull", 8, " UNROLL=8"}, {"ce", 4, ""}, {"ce", 8, ""}, {"cex2", 8, ""}, {"cekernel", 8, ""}};
+      {"kernel", 8, " BLOCKS_PER_SM=2 UNROLL=8"}, {"ce", 8, ""}, {"ce", 16, ""}, {"ce", 32, ""}, {"ce", 64, ""},
+      {"cekernel", 8, ""}};
   for (size_t i = 0; i < sizeof pipes / sizeof *pipes; i++) {
     snprintf(name, sizeof name, "pipe.%s.c%d%s", pipes[i].p2p, pipes[i].chunks, *pipes[i].extra ? ".b2.u8" : "");
     if (!strcmp(pipes[i].p2p, "pull")) snprintf(name, sizeof name, "pipe.pull.c%d.u8", pipes[i].chunks);
