@@ -11,9 +11,9 @@
  *       each variant in a fresh child process (this binary, --frag VARIANT)
  *   (g) diagnostics for (a)-(d), tcuda only (info): the same pairs through
  *       tcuda_malloc_on with the device and default stream named (no
- *       current-device lookup), and the policy alone on the simulated
- *       device (no API layer, no CUDA), 1 and 8 threads, and the
- *       current-device lookup alone from 1 and 8 threads
+ *       current-device lookup), (a) once more at the end, the policy alone
+ *       on the simulated device (no API layer, no CUDA), 1 and 8 threads,
+ *       and the current-device lookup alone from 1 and 8 threads
  *   (f) cross-stream: 4 KiB allocated on stream A, used on stream B
  *       (record_stream), freed; the block waits for an event on B. For
  *       cudaMallocAsync the same safety is an event on B that A waits for
@@ -745,6 +745,11 @@ int main(int argc, char **argv) {
     info("diag_pair_8thr_malloc_on_default_stream", pattern_threads(&ex, NULL, g_iters_thr));
     trim_all();
   }
+  /* (a) again, after everything above: is the first pattern's figure the
+   * path's cost or the moment it ran at? */
+  g_failed = 0;
+  info("diag_pair_1thr_tcuda_malloc_again", pattern_pairs(&g_allocs[A_TCUDA], NULL, g_iters_pair));
+  trim_all();
   g_failed = 0;
   info("diag_current_device_1thr", device_lookup(1, g_iters_pair));
   info("diag_current_device_8thr", device_lookup(NTHREADS, g_iters_pair / 4));

@@ -3,6 +3,7 @@
  * a %globaltimer spin of known length, elapsed_time's checks, blocking sync,
  * the wrong-device error, IPC handles in one process, and racing records. */
 #include "harness.h"
+#include <stdlib.h>
 #include "stream_kernels.h"
 #include <pthread.h>
 #include <time.h>
@@ -108,8 +109,10 @@ static void timing_accuracy(void) {
   for (size_t i = 0; i < 3; i++) {
     float ms = timed_spin(s, lens[i]), want = lens[i] / 1000.0f;
     printf("  spin %.1f ms -> elapsed %.4f ms\n", want, ms);
-    CHECK(ms >= want * 0.99f);         /* the kernel alone takes this long */
-    CHECK(ms <= want * 1.05f + 0.05f); /* plus launch overhead */
+    CHECK(ms >= want * 0.99f); /* the kernel alone takes this long */
+    /* plus launch overhead; compute-sanitizer's instrumented launches take
+     * milliseconds, so only the lower bound holds under it */
+    if (!getenv("TCUDA_UNDER_SANITIZER")) CHECK(ms <= want * 1.05f + 0.05f);
   }
 }
 
