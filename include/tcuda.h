@@ -447,7 +447,9 @@ typedef struct tcuda_snapshot {
  * to the thread holding it, which runs it at once (combining), so the
  * decisions are always those of some serial order of the calls. The current
  * device is read from the thread's CUDA context, so cudaSetDevice calls
- * made outside tcuda are honoured. */
+ * made outside tcuda are honoured; a thread with no context yet is bound
+ * to its device's primary context when that context already exists (what
+ * the runtime's next call would do), never to a new one. */
 TCUDA_API tcuda_status tcuda_malloc(void **ptr, size_t size);
 /* On `device` (-1: current) for `stream`, which must be on that device. */
 TCUDA_API tcuda_status tcuda_malloc_on(void **ptr, size_t size, int device, tcuda_stream_t stream);
