@@ -162,4 +162,71 @@ static void test_threads_expandable(void) {
   tc_backend_sim_destroy(SIM);
 }
 
-TC_MAIN(T(test_threads), T(test_threads_expandable))
+/* The benchmark's pattern: many threads, cached 4 KiB pairs on one shared
+ * stream and on their own, more threads than this machine has cores. Most
+ * calls go through combining (a lock holder runs them for their thread),
+ * some through the blocking fallback. Each pair must come back to its own
+ * thread, the counters must add up exactly, and the free sets must match
+ * the segments afterwards. */
+#define HOT_THREADS 24
+#define HOT_PAIRS 4000
+typedef struct {
+  int id, errors;
+} hot_t;
+
+static void *hot_worker(void *arg) {
+  hot_t *h = (hot_t *)arg;
+  uint64_t stream = h->id % 3 == 0 ? 0 : 200 + (uint64_t)h->id;
+  pthread_barrier_wait(&barrier);
+  for (int i = 0; i < HOT_PAIRS; i++) {
+    uint64_t p = 0, q = 0;
+    if (tc_alloc_malloc(A, 4096, stream, &p) || !p) h->errors++;
+    if (i % 7 == 0) { /* two live at once: they must differ */
+      if (tc_alloc_malloc(A, 4096, stream, &q) || !q || q == p) h->errors++;
+      if (q && tc_alloc_free(A, q)) h->errors++;
+    }
+    if (p && tc_alloc_free(A, p)) h->errors++;
+  }
+  return NULL;
+}
+
+static void test_hot_pairs_combining(void) {
+  tc_sim_options o = {0, TC_SIM_VA_DRIVER, NULL, 0};
+  CHECK_OK(tc_backend_sim_create(&o, &SIM));
+  CHECK_OK(tc_alloc_create(0, SIM, NULL, 150109880320ull, &A));
+  pthread_barrier_init(&barrier, NULL, HOT_THREADS);
+  static hot_t h[HOT_THREADS];
+  pthread_t th[HOT_THREADS];
+  for (int i = 0; i < HOT_THREADS; i++) {
+    memset(&h[i], 0, sizeof h[i]);
+    h[i].id = i;
+    pthread_create(&th[i], NULL, hot_worker, &h[i]);
+  }
+  for (int i = 0; i < HOT_THREADS; i++) {
+    pthread_join(th[i], NULL);
+    CHECK_EQ_INT(h[i].errors, 0);
+  }
+  char why[256] = "";
+  int bad = tc_alloc_self_check(A, why, sizeof why);
+  if (bad) printf("  self check: %s\n", why);
+  CHECK_EQ_INT(bad, 0);
+  tcuda_memory_stats_t s;
+  tc_alloc_get_stats(A, &s);
+  int64_t calls = (int64_t)HOT_THREADS * (HOT_PAIRS + (HOT_PAIRS + 6) / 7);
+  CHECK_EQ_INT(s.allocation[TCUDA_STAT_ALL].allocated, calls);
+  CHECK_EQ_INT(s.allocation[TCUDA_STAT_ALL].freed, calls);
+  CHECK_EQ_INT(s.allocated_bytes[TCUDA_STAT_ALL].allocated, calls * 4096);
+  CHECK_EQ_INT(CUR(s.allocation[TCUDA_STAT_ALL]), 0);
+  CHECK_EQ_INT(CUR(s.active_bytes[TCUDA_STAT_ALL]), 0);
+  CHECK(s.allocation[TCUDA_STAT_ALL].peak >= 1 && s.allocation[TCUDA_STAT_ALL].peak <= 2 * HOT_THREADS);
+  CHECK_EQ_INT(s.num_alloc_retries, 0);
+  CHECK_OK(tc_alloc_empty_cache(A));
+  tc_alloc_get_stats(A, &s);
+  CHECK_EQ_INT(CUR(s.reserved_bytes[TCUDA_STAT_ALL]), 0);
+  CHECK_EQ_INT(tc_backend_sim_used(SIM), 0);
+  pthread_barrier_destroy(&barrier);
+  tc_alloc_destroy(A);
+  tc_backend_sim_destroy(SIM);
+}
+
+TC_MAIN(T(test_threads), T(test_threads_expandable), T(test_hot_pairs_combining))
