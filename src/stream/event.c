@@ -110,12 +110,17 @@ static tcuda_status stream_arg(const char *F, const tcuda_stream_t *sp, tcuda_st
   return TCUDA_SUCCESS;
 }
 
+/* Stream handles that mean "the current device's" stream. */
+static int names_current_device(cudaStream_t h) {
+  return !h || h == cudaStreamLegacy || h == cudaStreamPerThread;
+}
+
 static tcuda_status record_on(const char *F, tcuda_event_t *e, tcuda_stream_t st) {
   /* Hot path: a created event on a non-default stream of its own device. A
    * non-null stream names its context, so no device switch is needed; the
    * legacy default stream (NULL) means "the current device's" and does. */
   cudaEvent_t h = ev_get(e);
-  if (h && st.handle && e->device == st.device) {
+  if (h && !names_current_device(st.handle) && e->device == st.device) {
     cudaError_t err = cudaEventRecord(h, st.handle);
     return err == cudaSuccess ? TCUDA_SUCCESS : tc_cuda_error(err, F, "cudaEventRecord");
   }
@@ -128,11 +133,14 @@ static tcuda_status record_on(const char *F, tcuda_event_t *e, tcuda_stream_t st
   return TCUDA_SUCCESS;
 }
 
-/* cudaStreamWaitEvent under the waiting stream's device (c10's block()). */
+/* cudaStreamWaitEvent under the waiting stream's device (c10's block());
+ * a real stream handle names its context, so no switch is needed. */
 static tcuda_status block_on(const char *F, cudaEvent_t h, tcuda_stream_t st) {
-  int saved;
-  tcuda_status s = tc_on_device_begin(F, st.device, &saved);
-  if (s) return s;
+  int saved = -1;
+  if (names_current_device(st.handle)) {
+    tcuda_status s = tc_on_device_begin(F, st.device, &saved);
+    if (s) return s;
+  }
   cudaError_t err = cudaStreamWaitEvent(st.handle, h, 0);
   tc_on_device_end(saved);
   if (err != cudaSuccess) return tc_cuda_error(err, F, "cudaStreamWaitEvent");
@@ -300,11 +308,6 @@ tcuda_status tcuda_stream_wait_event(tcuda_stream_t st, tcuda_event_t *e) {
   return h ? block_on(F, h, st) : TCUDA_SUCCESS;
 }
 
-/* Stream handles that mean "the current device's" stream. */
-static int names_current_device(cudaStream_t h) {
-  return !h || h == cudaStreamLegacy || h == cudaStreamPerThread;
-}
-
 /* wait_stream's events, a few per device: an event goes back to the pool
  * as soon as the wait is enqueued, since a wait uses the state the event
  * had then and later records do not change it. Creating and destroying one
@@ -350,24 +353,14 @@ tcuda_status tcuda_stream_wait_stream(tcuda_stream_t st, tcuda_stream_t other) {
   cudaEvent_t h = NULL;
   if ((s = wait_event_get(F, other.device, &h))) return s;
   /* a real stream handle names its context: no device switch */
-  const char *call = "cudaEventRecord";
-  cudaError_t err;
   if (names_current_device(other.handle) && (s = tc_on_device_begin(F, other.device, &saved))) {
     wait_event_put(other.device, h);
     return s;
   }
-  err = cudaEventRecord(h, other.handle);
+  cudaError_t err = cudaEventRecord(h, other.handle);
   tc_on_device_end(saved);
-  if (err == cudaSuccess) {
-    if (names_current_device(st.handle)) {
-      s = block_on(F, h, st);
-    } else {
-      call = "cudaStreamWaitEvent";
-      err = cudaStreamWaitEvent(st.handle, h, 0);
-    }
-  }
+  s = err == cudaSuccess ? block_on(F, h, st) : tc_cuda_error(err, F, "cudaEventRecord");
   wait_event_put(other.device, h);
-  if (err != cudaSuccess) return tc_cuda_error(err, F, call);
   return s;
 }
 
