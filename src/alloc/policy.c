@@ -764,14 +764,20 @@ static inline size_t ht_home(const tc_alloc *a, uint64_t key) {
   return (size_t)(((key >> 9) * 0x9E3779B97F4A7C15ull) >> (64 - a->ht_bits));
 }
 
-static tc_block *ht_find(const tc_alloc *a, uint64_t key) {
+/* The slot holding key, or SIZE_MAX. */
+static size_t ht_slot(const tc_alloc *a, uint64_t key) {
   size_t mask = a->ht_cap - 1, i = ht_home(a, key);
   for (;;) {
     uint64_t k = a->ht[i].key;
-    if (k == key) return a->ht[i].b;
-    if (!k) return NULL;
+    if (k == key) return i;
+    if (!k) return SIZE_MAX;
     i = (i + 1) & mask;
   }
+}
+
+static tc_block *ht_find(const tc_alloc *a, uint64_t key) {
+  size_t i = ht_slot(a, key);
+  return i == SIZE_MAX ? NULL : a->ht[i].b;
 }
 
 static void ht_put(tc_alloc *a, uint64_t key, tc_block *b) {
@@ -798,18 +804,10 @@ static tcuda_status ht_reserve(tc_alloc *a) {
   return TCUDA_SUCCESS;
 }
 
-/* Remove key; returns its block or NULL. Backward-shift deletion keeps
- * probe chains intact without tombstones. */
-static tc_block *ht_take(tc_alloc *a, uint64_t key) {
-  size_t mask = a->ht_cap - 1, i = ht_home(a, key);
-  for (;;) {
-    uint64_t k = a->ht[i].key;
-    if (!k) return NULL;
-    if (k == key) break;
-    i = (i + 1) & mask;
-  }
-  tc_block *b = a->ht[i].b;
-  size_t j = i;
+/* Empty slot i (found by ht_slot, nothing put or taken since).
+ * Backward-shift deletion keeps probe chains intact without tombstones. */
+static void ht_del_at(tc_alloc *a, size_t i) {
+  size_t mask = a->ht_cap - 1, j = i;
   for (;;) {
     j = (j + 1) & mask;
     if (!a->ht[j].key) break;
@@ -824,7 +822,6 @@ static tc_block *ht_take(tc_alloc *a, uint64_t key) {
   a->ht[i].key = 0;
   a->ht[i].b = NULL;
   a->ht_len--;
-  return b;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1637,7 +1634,7 @@ typedef struct tc_req {
   uint64_t size, stream, addr;
 } tc_req;
 
-static tcuda_status free_found(tc_alloc *a, tc_block *b);
+static tcuda_status free_found(tc_alloc *a, tc_block *b, size_t slot);
 
 static _Thread_local int tl_slot = -1;
 static atomic_int g_next_slot;
@@ -1647,9 +1644,9 @@ static atomic_int g_next_slot;
 static int run_fast(tc_alloc *a, tc_req *r) {
   if (a->trace || capturing(a)) return 0;
   if (r->op == OP_FREE) {
-    tc_block *b = ht_find(a, r->addr);
-    if (!b || b->nuses) return 0;
-    return free_found(a, b) == TCUDA_SUCCESS;
+    size_t slot = ht_slot(a, r->addr);
+    if (slot == SIZE_MAX || a->ht[slot].b->nuses) return 0;
+    return free_found(a, a->ht[slot].b, slot) == TCUDA_SUCCESS;
   }
   if (a->has_allowed && a->cfg.garbage_collection_threshold > 0) return 0; /* get_free_block counts GC calls */
   /* nothing here may set an error message: it would land in the lock
@@ -1762,7 +1759,8 @@ tcuda_status tc_alloc_malloc(tc_alloc *a, uint64_t size, uint64_t stream, uint64
 /* ------------------------------------------------------------------ */
 /* free, record_stream                                                  */
 
-static tcuda_status free_found(tc_alloc *a, tc_block *b) {
+/* b sits in hash slot `slot`. */
+static tcuda_status free_found(tc_alloc *a, tc_block *b, size_t slot) {
   if (b->nuses && capturing(a)) {
     /* An event recorded now could be captured into a graph, and querying
      * one is illegal: wait until no capture is under way. */
@@ -1778,7 +1776,7 @@ static tcuda_status free_found(tc_alloc *a, tc_block *b) {
     tcuda_status s = insert_events(a, b);
     if (s) return s;
   }
-  ht_take(a, b->addr);
+  ht_del_at(a, slot);
   tc_pool *pool = b->pool;
   b->allocated = 0;
   arr_dec(a->st.allocation, pool->pidx, 1);
@@ -1810,8 +1808,9 @@ int tc_alloc_free_if_owned(tc_alloc *a, uint64_t addr, tcuda_status *status) {
     *status = TCUDA_SUCCESS;
     return 1;
   }
-  tc_block *b = ht_find(a, addr);
-  if (b) *status = free_found(a, b);
+  size_t slot = ht_slot(a, addr);
+  tc_block *b = slot == SIZE_MAX ? NULL : a->ht[slot].b;
+  if (b) *status = free_found(a, b, slot);
   unlock_serving(a);
   return b != NULL;
 }
