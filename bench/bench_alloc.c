@@ -390,28 +390,36 @@ static int mix_seq_make(mix_seq *m, long n) {
   return 0;
 }
 
-static double pattern_mixed(const bench_alloc *A, const mix_seq *m, long warm, long iters) {
+/* One allocator's run of (b): its 1000 live blocks and its place in the
+ * sequence, so that trials of the allocators can take turns. */
+typedef struct mix_run {
   void *live[MIX_LIVE];
-  long k = 0;
-  for (int i = 0; i < MIX_LIVE; i++, k++)
-    if (A->alloc(&live[i], m->size[k], NULL)) return NAN;
-  for (long i = 0; i < warm; i++, k++) {
-    uint32_t j = m->slot[k];
-    A->free(live[j], NULL);
-    if (A->alloc(&live[j], m->size[k], NULL)) return NAN;
-  }
-  double trial[3];
-  for (int t = 0; t < 3; t++) {
-    uint64_t t0 = now_ns();
-    for (long i = 0; i < iters; i++, k++) {
-      uint32_t j = m->slot[k];
-      A->free(live[j], NULL);
-      if (A->alloc(&live[j], m->size[k], NULL)) return NAN;
+  long k;
+} mix_run;
+
+static int mix_start(const bench_alloc *A, const mix_seq *m, mix_run *r, long warm) {
+  r->k = 0;
+  for (int i = 0; i < MIX_LIVE; i++, r->k++)
+    if (A->alloc(&r->live[i], m->size[r->k], NULL)) {
+      while (i-- > 0) A->free(r->live[i], NULL);
+      return -1;
     }
-    trial[t] = (double)(now_ns() - t0) / (double)iters;
+  for (long i = 0; i < warm; i++, r->k++) {
+    uint32_t j = m->slot[r->k];
+    A->free(r->live[j], NULL);
+    if (A->alloc(&r->live[j], m->size[r->k], NULL)) return -1; /* leaves live[j] stale: the run is over */
   }
-  for (int i = 0; i < MIX_LIVE; i++) A->free(live[i], NULL);
-  return g_failed ? NAN : median(trial, 3);
+  return 0;
+}
+
+static double mix_step(const bench_alloc *A, const mix_seq *m, mix_run *r, long iters) {
+  uint64_t t0 = now_ns();
+  for (long i = 0; i < iters; i++, r->k++) {
+    uint32_t j = m->slot[r->k];
+    A->free(r->live[j], NULL);
+    if (A->alloc(&r->live[j], m->size[r->k], NULL)) return NAN;
+  }
+  return (double)(now_ns() - t0) / (double)iters;
 }
 
 /* (c), (d) threads */
@@ -441,18 +449,33 @@ static double pattern_threads(const bench_alloc *A, void *const *streams, long i
   return run_threads(NTHREADS, 3, thread_main, &c, iters);
 }
 
-/* (f) cross-stream record_stream rounds; streams[0] allocates, streams[1] uses */
-static double pattern_cross(const bench_alloc *A, void *const *streams, long iters) {
-  for (int i = 0; i < 200; i++)
-    if (A->cross(SIZE_4K, streams[0], streams[1])) return NAN;
-  double trial[3];
-  for (int t = 0; t < 3; t++) {
-    uint64_t t0 = now_ns();
-    for (long i = 0; i < iters; i++)
-      if (A->cross(SIZE_4K, streams[0], streams[1])) return NAN;
-    trial[t] = (double)(now_ns() - t0) / (double)iters;
+/* (f) cross-stream record_stream rounds; streams[0] allocates, streams[1]
+ * uses. Each round waits on the driver (an event record, then a query), whose
+ * cost drifts within a run: trials take turns as in (a), median of 7. */
+static void cross_interleaved(void *const *streams, long iters, double out[A_COUNT]) {
+  double trial[A_COUNT][7];
+  int ok[A_COUNT];
+  for (int i = 0; i < A_COUNT; i++) {
+    out[i] = NAN;
+    ok[i] = g_allocs[i].available && g_allocs[i].cross;
+    for (int w = 0; ok[i] && w < 200; w++)
+      if (g_allocs[i].cross(SIZE_4K, streams[0], streams[1])) ok[i] = 0;
   }
-  return g_failed ? NAN : median(trial, 3);
+  for (int t = 0; t < 7; t++)
+    for (int i = 0; i < A_COUNT; i++) {
+      if (!ok[i]) continue;
+      g_failed = 0;
+      uint64_t t0 = now_ns();
+      for (long n = 0; ok[i] && n < iters; n++)
+        if (g_allocs[i].cross(SIZE_4K, streams[0], streams[1])) ok[i] = 0;
+      trial[i][t] = (double)(now_ns() - t0) / (double)iters;
+      if (!ok[i]) fprintf(stderr, "bench_alloc: (f) cross-stream on %s failed: %s\n", g_allocs[i].name, g_fail_msg);
+    }
+  for (int i = 0; i < A_COUNT; i++)
+    if (ok[i]) out[i] = median(trial[i], 7);
+  g_failed = 0;
+  cudaDeviceSynchronize();
+  trim_all();
 }
 
 /* ------------------------------------------------------------------ */
@@ -683,19 +706,43 @@ static void run_all(const char *label, double out[A_COUNT], double (*fn)(const b
 static long g_iters_pair, g_iters_mix_warm, g_iters_mix, g_iters_thr;
 static mix_seq g_mix;
 
-static double do_mixed(const bench_alloc *A, void *arg) {
-  (void)arg;
+/* (b) with the allocators' trials taking turns, as in (a): each keeps its
+ * own live set between its trials. Median of 7. */
+static void mixed_interleaved(double out[A_COUNT]) {
+  static mix_run run[A_COUNT];
+  double trial[A_COUNT][7];
+  int ok[A_COUNT];
   tcuda_memory_stats_t s0, s1;
-  int mine = A == &g_allocs[A_TCUDA] && tcuda_memory_stats(0, &s0) == TCUDA_SUCCESS;
-  double v = pattern_mixed(A, &g_mix, g_iters_mix_warm, g_iters_mix);
-  if (mine && tcuda_memory_stats(0, &s1) == TCUDA_SUCCESS) /* is it the cache or cudaMalloc that we time? */
+  int counted = tcuda_memory_stats(0, &s0) == TCUDA_SUCCESS;
+  for (int i = 0; i < A_COUNT; i++) {
+    out[i] = NAN;
+    g_failed = 0;
+    ok[i] = g_allocs[i].available && !mix_start(&g_allocs[i], &g_mix, &run[i], g_iters_mix_warm) && !g_failed;
+    if (g_allocs[i].available && !ok[i])
+      fprintf(stderr, "bench_alloc: (b) mixed on %s failed: %s\n", g_allocs[i].name, g_fail_msg);
+  }
+  for (int t = 0; t < 7; t++)
+    for (int i = 0; i < A_COUNT; i++) {
+      if (!ok[i]) continue;
+      g_failed = 0;
+      trial[i][t] = mix_step(&g_allocs[i], &g_mix, &run[i], g_iters_mix);
+      ok[i] = !isnan(trial[i][t]) && !g_failed;
+      if (!ok[i]) fprintf(stderr, "bench_alloc: (b) mixed on %s failed: %s\n", g_allocs[i].name, g_fail_msg);
+    }
+  /* is it the cache or cudaMalloc that we time? (before the frees below) */
+  if (counted && ok[A_TCUDA] && tcuda_memory_stats(0, &s1) == TCUDA_SUCCESS)
     printf("bench_alloc: tcuda mixed: %lld cudaMalloc and %lld cudaFree calls in warm-up and timing\n",
            (long long)(s1.num_device_alloc - s0.num_device_alloc), (long long)(s1.num_device_free - s0.num_device_free));
-  return v;
+  for (int i = 0; i < A_COUNT; i++) {
+    if (ok[i]) out[i] = median(trial[i], 7);
+    if (ok[i])
+      for (int j = 0; j < MIX_LIVE; j++) g_allocs[i].free(run[i].live[j], NULL);
+  }
+  g_failed = 0;
+  trim_all();
 }
 static double do_threads(const bench_alloc *A, void *arg) { return pattern_threads(A, (void *const *)arg, g_iters_thr); }
 static long g_iters_cross;
-static double do_cross(const bench_alloc *A, void *arg) { return pattern_cross(A, (void *const *)arg, g_iters_cross); }
 
 int main(int argc, char **argv) {
   if (argc >= 3 && !strcmp(argv[1], "--frag")) return frag_child(argv[2]);
@@ -733,10 +780,10 @@ int main(int argc, char **argv) {
 
   g_iters_pair = scaled(200000);
   g_iters_mix_warm = scaled(20000);
-  g_iters_mix = scaled(100000);
+  g_iters_mix = scaled(40000); /* per trial, 7 trials */
   g_iters_thr = scaled(20000);
   g_iters_cross = scaled(20000);
-  if (mix_seq_make(&g_mix, g_iters_mix_warm + 3 * g_iters_mix)) {
+  if (mix_seq_make(&g_mix, g_iters_mix_warm + 7 * g_iters_mix)) {
     printf("SKIPPED bench_alloc: host out of memory\n");
     return 0;
   }
@@ -752,7 +799,7 @@ int main(int argc, char **argv) {
   pairs_interleaved(g_iters_pair, a);
   report("pair_4KiB_cached_1thr", a, "ns", "<=100");
 
-  run_all("(b) mixed", b, do_mixed, NULL);
+  mixed_interleaved(b);
   report("mixed_1000live_replace", b, "ns", "<=150 (one free + one alloc)");
 
   run_all("(c) 8 threads default stream", c, do_threads, NULL);
@@ -837,16 +884,7 @@ int main(int argc, char **argv) {
     if (cudaEventCreateWithFlags(&g_ma_event, cudaEventDisableTiming) != cudaSuccess)
       g_allocs[A_ASYNC].cross = NULL;
     double f[A_COUNT];
-    for (int i = 0; i < A_COUNT; i++) {
-      f[i] = NAN;
-      if (!g_allocs[i].available || !g_allocs[i].cross) continue;
-      g_failed = 0;
-      f[i] = do_cross(&g_allocs[i], streams);
-      if (g_failed) fprintf(stderr, "bench_alloc: (f) cross-stream on %s failed: %s\n", g_allocs[i].name, g_fail_msg);
-      g_failed = 0;
-      cudaDeviceSynchronize();
-      trim_all();
-    }
+    cross_interleaved((void *const *)streams, g_iters_cross, f);
     report("cross_stream_record_4KiB", f, "ns", "<=torch (alloc on A, record_stream B, free)");
   }
 
