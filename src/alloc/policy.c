@@ -62,11 +62,12 @@ typedef struct tc_tree {
 
 /* Free blocks of one stream in one pool: 64 buckets per power of two,
  * bucket k holding sizes s with s - 1 in [2^(8+k/64) * (64 + k%64) / 64,
- * the next bucket's start), so buckets follow size order. Up to 8 KiB a
+ * the next bucket's start), so buckets follow size order. Up to 64 KiB a
  * bucket holds one size. Counting from s - 1 puts a whole 2 MiB segment in
  * the bucket of its remainders after a split under 16 KiB, which keeps the
  * hot split and merge in place. 64 rather than 16 per power of two: more
- * buckets hold one block, and those skip the treap (mixed sizes 7% faster).
+ * buckets hold one block, and those skip the treap (mixed sizes 8% faster;
+ * a stream's roots take 28 KiB per pool).
  * 56 powers of two, so the summary still fits one word. */
 #define BS_SUB 64
 #define BS_NB ((64 - 8) * BS_SUB)
