@@ -341,30 +341,36 @@ static double pattern_pairs(const bench_alloc *A, void *stream, long iters) {
   return g_failed ? NAN : median(trial, 5);
 }
 
-/* (a) for every allocator, trials taken in turn: single-thread figures on
- * this host moved by 2x within one run (87 ns for a pair, 168-188 ns for
- * the same path later), so one allocator's trials must not all land in one
- * good or bad stretch. Median of 7 per allocator. */
-static void pairs_interleaved(long iters, double out[]) {
+/* Trials of the allocators take turns, median of 7 each: single-thread
+ * figures on this host moved by 2x within one run (87 ns for a pair, 168-188
+ * ns for the same path later), so one allocator's trials must not all land
+ * in one good or bad stretch. ok[i] says which allocators start (warmed up
+ * by the caller); turn(i, iters, ctx) runs one trial, 0 on success. */
+typedef int (*turn_fn)(int i, long iters, void *ctx);
+static void take_turns(const char *label, int ok[A_COUNT], turn_fn turn, void *ctx, long iters, double out[A_COUNT]) {
   double trial[A_COUNT][7];
-  int ok[A_COUNT];
-  for (int i = 0; i < A_COUNT; i++) {
-    out[i] = NAN;
-    g_failed = 0;
-    ok[i] = g_allocs[i].available && !pairs_once(&g_allocs[i], NULL, 1000) && !g_failed;
-  }
   for (int t = 0; t < 7; t++)
     for (int i = 0; i < A_COUNT; i++) {
       if (!ok[i]) continue;
       g_failed = 0;
       uint64_t t0 = now_ns();
-      ok[i] = !pairs_once(&g_allocs[i], NULL, iters) && !g_failed;
+      ok[i] = !turn(i, iters, ctx) && !g_failed;
       trial[i][t] = (double)(now_ns() - t0) / (double)iters;
-      if (!ok[i]) fprintf(stderr, "bench_alloc: (a) 4KiB pair on %s failed: %s\n", g_allocs[i].name, g_fail_msg);
+      if (!ok[i]) fprintf(stderr, "bench_alloc: %s on %s failed: %s\n", label, g_allocs[i].name, g_fail_msg);
     }
-  for (int i = 0; i < A_COUNT; i++)
-    if (ok[i]) out[i] = median(trial[i], 7);
+  for (int i = 0; i < A_COUNT; i++) out[i] = ok[i] ? median(trial[i], 7) : NAN;
   g_failed = 0;
+}
+
+static int pairs_turn(int i, long iters, void *ctx) { return pairs_once(&g_allocs[i], ctx, iters); }
+
+static void pairs_interleaved(long iters, double out[]) {
+  int ok[A_COUNT];
+  for (int i = 0; i < A_COUNT; i++) {
+    g_failed = 0;
+    ok[i] = g_allocs[i].available && !pairs_once(&g_allocs[i], NULL, 1000) && !g_failed;
+  }
+  take_turns("(a) 4KiB pair", ok, pairs_turn, NULL, iters, out);
   trim_all();
 }
 
@@ -412,14 +418,13 @@ static int mix_start(const bench_alloc *A, const mix_seq *m, mix_run *r, long wa
   return 0;
 }
 
-static double mix_step(const bench_alloc *A, const mix_seq *m, mix_run *r, long iters) {
-  uint64_t t0 = now_ns();
+static int mix_step(const bench_alloc *A, const mix_seq *m, mix_run *r, long iters) {
   for (long i = 0; i < iters; i++, r->k++) {
     uint32_t j = m->slot[r->k];
     A->free(r->live[j], NULL);
-    if (A->alloc(&r->live[j], m->size[r->k], NULL)) return NAN;
+    if (A->alloc(&r->live[j], m->size[r->k], NULL)) return -1;
   }
-  return (double)(now_ns() - t0) / (double)iters;
+  return 0;
 }
 
 /* (c), (d) threads */
@@ -451,29 +456,23 @@ static double pattern_threads(const bench_alloc *A, void *const *streams, long i
 
 /* (f) cross-stream record_stream rounds; streams[0] allocates, streams[1]
  * uses. Each round waits on the driver (an event record, then a query), whose
- * cost drifts within a run: trials take turns as in (a), median of 7. */
+ * cost drifts within a run, so these trials take turns too. */
+static int cross_turn(int i, long iters, void *ctx) {
+  void *const *streams = ctx;
+  for (long n = 0; n < iters; n++)
+    if (g_allocs[i].cross(SIZE_4K, streams[0], streams[1])) return -1;
+  return 0;
+}
+
 static void cross_interleaved(void *const *streams, long iters, double out[A_COUNT]) {
-  double trial[A_COUNT][7];
   int ok[A_COUNT];
   for (int i = 0; i < A_COUNT; i++) {
-    out[i] = NAN;
-    ok[i] = g_allocs[i].available && g_allocs[i].cross;
-    for (int w = 0; ok[i] && w < 200; w++)
-      if (g_allocs[i].cross(SIZE_4K, streams[0], streams[1])) ok[i] = 0;
+    g_failed = 0;
+    ok[i] = g_allocs[i].available && g_allocs[i].cross && !cross_turn(i, 200, (void *)streams) && !g_failed;
+    if (g_allocs[i].available && g_allocs[i].cross && !ok[i])
+      fprintf(stderr, "bench_alloc: (f) cross-stream on %s failed: %s\n", g_allocs[i].name, g_fail_msg);
   }
-  for (int t = 0; t < 7; t++)
-    for (int i = 0; i < A_COUNT; i++) {
-      if (!ok[i]) continue;
-      g_failed = 0;
-      uint64_t t0 = now_ns();
-      for (long n = 0; ok[i] && n < iters; n++)
-        if (g_allocs[i].cross(SIZE_4K, streams[0], streams[1])) ok[i] = 0;
-      trial[i][t] = (double)(now_ns() - t0) / (double)iters;
-      if (!ok[i]) fprintf(stderr, "bench_alloc: (f) cross-stream on %s failed: %s\n", g_allocs[i].name, g_fail_msg);
-    }
-  for (int i = 0; i < A_COUNT; i++)
-    if (ok[i]) out[i] = median(trial[i], 7);
-  g_failed = 0;
+  take_turns("(f) cross-stream", ok, cross_turn, (void *)streams, iters, out);
   cudaDeviceSynchronize();
   trim_all();
 }
@@ -706,38 +705,31 @@ static void run_all(const char *label, double out[A_COUNT], double (*fn)(const b
 static long g_iters_pair, g_iters_mix_warm, g_iters_mix, g_iters_thr;
 static mix_seq g_mix;
 
-/* (b) with the allocators' trials taking turns, as in (a): each keeps its
- * own live set between its trials. Median of 7. */
+/* (b): each allocator keeps its own live set between its turns. */
+static mix_run g_mix_run[A_COUNT];
+static int mix_turn(int i, long iters, void *ctx) {
+  (void)ctx;
+  return mix_step(&g_allocs[i], &g_mix, &g_mix_run[i], iters);
+}
+
 static void mixed_interleaved(double out[A_COUNT]) {
-  static mix_run run[A_COUNT];
-  double trial[A_COUNT][7];
   int ok[A_COUNT];
   tcuda_memory_stats_t s0, s1;
   int counted = tcuda_memory_stats(0, &s0) == TCUDA_SUCCESS;
   for (int i = 0; i < A_COUNT; i++) {
-    out[i] = NAN;
     g_failed = 0;
-    ok[i] = g_allocs[i].available && !mix_start(&g_allocs[i], &g_mix, &run[i], g_iters_mix_warm) && !g_failed;
+    ok[i] = g_allocs[i].available && !mix_start(&g_allocs[i], &g_mix, &g_mix_run[i], g_iters_mix_warm) && !g_failed;
     if (g_allocs[i].available && !ok[i])
       fprintf(stderr, "bench_alloc: (b) mixed on %s failed: %s\n", g_allocs[i].name, g_fail_msg);
   }
-  for (int t = 0; t < 7; t++)
-    for (int i = 0; i < A_COUNT; i++) {
-      if (!ok[i]) continue;
-      g_failed = 0;
-      trial[i][t] = mix_step(&g_allocs[i], &g_mix, &run[i], g_iters_mix);
-      ok[i] = !isnan(trial[i][t]) && !g_failed;
-      if (!ok[i]) fprintf(stderr, "bench_alloc: (b) mixed on %s failed: %s\n", g_allocs[i].name, g_fail_msg);
-    }
+  take_turns("(b) mixed", ok, mix_turn, NULL, g_iters_mix, out);
   /* is it the cache or cudaMalloc that we time? (before the frees below) */
-  if (counted && ok[A_TCUDA] && tcuda_memory_stats(0, &s1) == TCUDA_SUCCESS)
+  if (counted && !isnan(out[A_TCUDA]) && tcuda_memory_stats(0, &s1) == TCUDA_SUCCESS)
     printf("bench_alloc: tcuda mixed: %lld cudaMalloc and %lld cudaFree calls in warm-up and timing\n",
            (long long)(s1.num_device_alloc - s0.num_device_alloc), (long long)(s1.num_device_free - s0.num_device_free));
-  for (int i = 0; i < A_COUNT; i++) {
-    if (ok[i]) out[i] = median(trial[i], 7);
-    if (ok[i])
-      for (int j = 0; j < MIX_LIVE; j++) g_allocs[i].free(run[i].live[j], NULL);
-  }
+  for (int i = 0; i < A_COUNT; i++)
+    if (!isnan(out[i]))
+      for (int j = 0; j < MIX_LIVE; j++) g_allocs[i].free(g_mix_run[i].live[j], NULL);
   g_failed = 0;
   trim_all();
 }
