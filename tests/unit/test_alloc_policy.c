@@ -422,7 +422,98 @@ static void test_max_split_stat(void) {
   fx_teardown();
 }
 
+/* Best fit against a brute-force oracle, in every size bucket: sizes from
+ * 512 B to 2^50 on a very large simulated device, two streams. Each malloc
+ * must take exactly the block that the lowest (size, address) among the
+ * snapshot's free blocks of its stream and pool names (a new segment when
+ * none fits), and the free sets must pass their self check after every
+ * call. Every third request asks for a free block's own size, or 512 bytes
+ * less or more, so bucket edges are hit. */
+static uint64_t bf_rng = 0x9E3779B97F4A7C15ull;
+static uint64_t bf_next(void) {
+  bf_rng ^= bf_rng << 13;
+  bf_rng ^= bf_rng >> 7;
+  bf_rng ^= bf_rng << 17;
+  return bf_rng;
+}
+
+/* The free block a malloc of `rounded` bytes on `stream` must take: its
+ * address (0: none fits), and in *any_size some free block's size (0: none). */
+static uint64_t bf_oracle(uint64_t rounded, uint64_t stream, uint64_t *any_size) {
+  tcuda_snapshot_t *snap = NULL;
+  CHECK_OK(tc_alloc_snapshot(FX.a, &snap));
+  if (!snap) return 0;
+  int large = rounded > TC_SMALL_SIZE;
+  uint64_t best = 0, best_size = 0, nfree = 0, pick = bf_next();
+  *any_size = 0;
+  for (size_t i = 0; i < snap->num_segments; i++) {
+    const tcuda_segment_info_t *g = &snap->segments[i];
+    for (size_t j = 0; j < g->num_blocks; j++) {
+      const tcuda_block_info_t *b = &g->blocks[j];
+      if (b->state != TCUDA_BLOCK_INACTIVE) continue;
+      if (pick % ++nfree == 0) *any_size = b->size; /* one free block, uniformly */
+      if ((uint64_t)g->stream != stream || g->is_large != large || b->size < rounded) continue;
+      if (!best || b->size < best_size || (b->size == best_size && b->address < best)) {
+        best = b->address;
+        best_size = b->size;
+      }
+    }
+  }
+  tc_snapshot_free(snap);
+  return best;
+}
+
+static void test_best_fit_every_bucket(void) {
+  const uint64_t cap = (uint64_t)1 << 58;
+  fx_setup(NULL, TC_SIM_VA_ASCENDING, cap, cap);
+  const uint64_t streams[2] = {0, 0x7f0000001000ull};
+  enum { LIVE = 48 };
+  uint64_t live[LIVE] = {0}, free_size = 0;
+  int nlive = 0, checked = 0, hits = 0;
+  char why[256];
+  tc_alloc_config cfg;
+  tc_alloc_config_default(&cfg);
+  for (int op = 0; op < 3000 && !tc_failures; op++) {
+    if (nlive < LIVE && (nlive == 0 || bf_next() % 3)) {
+      uint64_t size;
+      unsigned how = (unsigned)(bf_next() % 6);
+      if (free_size && how < 2) size = free_size + (how ? 512 : 0);
+      else if (free_size > 512 && how == 2) size = free_size - 512;
+      else size = (uint64_t)512 << (bf_next() % 42) >> (bf_next() % 8); /* 2^6 .. 2^50 */
+      size += bf_next() % 512;
+      uint64_t stream = streams[bf_next() & 1], rounded = tc_alloc_round_size(&cfg, size);
+      uint64_t want = bf_oracle(rounded, stream, &free_size);
+      int segs = FX.seg_allocs;
+      uint64_t got = M(size, stream);
+      if (want) {
+        CHECK_EQ_INT(got, want);
+        CHECK_EQ_INT(FX.seg_allocs, segs);
+        hits++;
+      } else {
+        CHECK_EQ_INT(FX.seg_allocs, segs + 1);
+      }
+      live[nlive++] = got;
+      checked++;
+    } else {
+      int k = (int)(bf_next() % (uint64_t)nlive);
+      F(live[k]);
+      live[k] = live[--nlive];
+    }
+    if (tc_alloc_self_check(FX.a, why, sizeof why)) {
+      fprintf(stderr, "free sets after op %d: %s\n", op, why);
+      tc_failures++;
+    }
+  }
+  CHECK(checked > 1000);
+  CHECK(hits > 500); /* most mallocs were served from the cache, so the oracle was tested */
+  while (nlive) F(live[--nlive]);
+  CHECK_OK(tc_alloc_empty_cache(FX.a));
+  CHECK_EQ_INT(CUR(fx_stats().reserved_bytes[TCUDA_STAT_ALL]), 0);
+  fx_teardown();
+}
+
 TC_MAIN(T(test_round_size), T(test_boundaries), T(test_stats_full_cycle), T(test_inactive_split_net),
         T(test_best_fit_ties_ascending), T(test_best_fit_ties_driver), T(test_smallest_fit_wins),
         T(test_streams_never_share), T(test_split_thresholds), T(test_snapshot_stale_requested),
-        T(test_bad_pointers), T(test_zero_and_huge_sizes), T(test_max_split_stat))
+        T(test_bad_pointers), T(test_zero_and_huge_sizes), T(test_max_split_stat),
+        T(test_best_fit_every_bucket))
