@@ -479,7 +479,7 @@ static void test_best_fit_every_bucket(void) {
       unsigned how = (unsigned)(bf_next() % 6);
       if (free_size && how < 2) size = free_size + (how ? 512 : 0);
       else if (free_size > 512 && how == 2) size = free_size - 512;
-      else size = (uint64_t)512 << (bf_next() % 42) >> (bf_next() % 8); /* 2^6 .. 2^50 */
+      else size = (uint64_t)512 << (bf_next() % 42) >> (bf_next() % 8); /* 4 B .. 2^50 */
       size += bf_next() % 512;
       uint64_t stream = streams[bf_next() & 1], rounded = tc_alloc_round_size(&cfg, size);
       uint64_t want = bf_oracle(rounded, stream, &free_size);
