@@ -3,7 +3,7 @@
  *
  * Data structures (all owned by one tc_alloc, guarded by its mutex):
  *  - free blocks per pool ordered by (stream, size, addr), as std::set's
- *    lower_bound and in-order walks: per stream, 16 size buckets per power
+ *    lower_bound and in-order walks: per stream, 64 size buckets per power
  *    of two, each a small treap, found through a bitmap (a plain treap over
  *    thousands of free blocks spent most of a malloc in its descent);
  *  - unmapped expandable blocks in a second treap ordered by (stream, addr);
