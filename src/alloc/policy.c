@@ -203,7 +203,7 @@ struct tc_alloc {
   tcuda_memory_stats_t st;
   tc_pool small, large;
   tc_slot *ht;
-  size_t ht_cap, ht_len;
+  size_t ht_cap, ht_len, ht_tombs;
   unsigned ht_bits;
   tc_block *freelist;
   size_t nfree;
@@ -773,8 +773,17 @@ static inline size_t ht_home(const tc_alloc *a, uint64_t key) {
   return (size_t)(((key >> 9) * 0x9E3779B97F4A7C15ull) >> (64 - a->ht_bits));
 }
 
+/* A deleted slot. Deletion leaves a tombstone instead of shifting the
+ * cluster back: the shift's loop (a home computed per moved entry, exits
+ * at random) was 10% of a mixed-size free+alloc. Keys are block addresses,
+ * never 0 (empty) or 1. Puts reuse tombstones; ht_reserve rebuilds the
+ * table when live entries and tombstones reach 70%, so a probe always ends
+ * at an empty slot. */
+#define HT_TOMB ((uint64_t)1)
+
 /* The slot holding key, or SIZE_MAX. */
 static size_t ht_slot(const tc_alloc *a, uint64_t key) {
+  if (key <= HT_TOMB) return SIZE_MAX;
   size_t mask = a->ht_cap - 1, i = ht_home(a, key);
   for (;;) {
     uint64_t k = a->ht[i].key;
@@ -791,44 +800,46 @@ static tc_block *ht_find(const tc_alloc *a, uint64_t key) {
 
 static void ht_put(tc_alloc *a, uint64_t key, tc_block *b) {
   size_t mask = a->ht_cap - 1, i = ht_home(a, key);
-  while (a->ht[i].key) i = (i + 1) & mask;
+  while (a->ht[i].key > HT_TOMB) i = (i + 1) & mask;
+  if (a->ht[i].key == HT_TOMB) a->ht_tombs--;
   a->ht[i].key = key;
   a->ht[i].b = b;
   a->ht_len++;
 }
 
+/* One more put would pass 70% of the slots in use or dead. */
+static int ht_full(const tc_alloc *a) { return (a->ht_len + a->ht_tombs + 1) * 10 > a->ht_cap * 7; }
+
+/* Before a put: rebuild without tombstones, at twice the size when the live
+ * entries alone pass 35%. */
 static tcuda_status ht_reserve(tc_alloc *a) {
-  if ((a->ht_len + 1) * 10 <= a->ht_cap * 7) return TCUDA_SUCCESS;
+  if (!ht_full(a)) return TCUDA_SUCCESS;
   tc_slot *old = a->ht;
   size_t oldcap = a->ht_cap;
-  tc_slot *nt = (tc_slot *)calloc(oldcap * 2, sizeof *nt);
+  size_t cap = (a->ht_len + 1) * 20 > oldcap * 7 ? oldcap * 2 : oldcap;
+  tc_slot *nt = (tc_slot *)calloc(cap, sizeof *nt);
   if (!nt) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory");
   a->ht = nt;
-  a->ht_cap = oldcap * 2;
-  a->ht_bits++;
+  if (cap != oldcap) a->ht_bits++;
+  a->ht_cap = cap;
   a->ht_len = 0;
+  a->ht_tombs = 0;
   for (size_t i = 0; i < oldcap; i++)
-    if (old[i].key) ht_put(a, old[i].key, old[i].b);
+    if (old[i].key > HT_TOMB) ht_put(a, old[i].key, old[i].b);
   free(old);
   return TCUDA_SUCCESS;
 }
 
-/* Empty slot i (found by ht_slot, nothing put or taken since).
- * Backward-shift deletion keeps probe chains intact without tombstones. */
+/* Delete slot i's entry (found by ht_slot). A slot before an empty one
+ * needs no tombstone: no probe passes through it. */
 static void ht_del_at(tc_alloc *a, size_t i) {
-  size_t mask = a->ht_cap - 1, j = i;
-  for (;;) {
-    j = (j + 1) & mask;
-    if (!a->ht[j].key) break;
-    size_t h = ht_home(a, a->ht[j].key);
-    /* Move j back to i unless its home lies cyclically in (i, j]. */
-    int stays = (i <= j) ? (i < h && h <= j) : (i < h || h <= j);
-    if (!stays) {
-      a->ht[i] = a->ht[j];
-      i = j;
-    }
+  size_t mask = a->ht_cap - 1;
+  if (!a->ht[(i + 1) & mask].key) {
+    a->ht[i].key = 0;
+  } else {
+    a->ht[i].key = HT_TOMB;
+    a->ht_tombs++;
   }
-  a->ht[i].key = 0;
   a->ht[i].b = NULL;
   a->ht_len--;
 }
@@ -1660,7 +1671,7 @@ static int run_fast(tc_alloc *a, tc_req *r) {
   if (a->has_allowed && a->cfg.garbage_collection_threshold > 0) return 0; /* get_free_block counts GC calls */
   /* nothing here may set an error message: it would land in the lock
    * holder's thread. So no growth and no pending events on this path. */
-  if (a->nfree < 4 || (a->ht_len + 1) * 10 > a->ht_cap * 7 || a->nevq || a->ndeferred) return 0;
+  if (a->nfree < 4 || ht_full(a) || a->nevq || a->ndeferred) return 0;
   params p;
   params_init(a, &p, r->size, r->stream);
   if (!get_free_block(a, &p)) return 0;
