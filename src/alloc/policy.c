@@ -413,16 +413,16 @@ static void tree_insert(tc_alloc *a, tc_tree *t, tc_block *b) {
   while (b->tp && b->tp->prio > b->prio) rotate_up(t, b);
 }
 
+/* Rotate b down while it has two children, then splice it out: its one
+ * child (or none) takes its place, which keeps the heap order. */
 static void tree_erase(tc_tree *t, tc_block *b) {
-  while (b->tl || b->tr) {
-    tc_block *c = !b->tl ? b->tr : !b->tr ? b->tl : (b->tl->prio < b->tr->prio ? b->tl : b->tr);
-    rotate_up(t, c);
-  }
-  tc_block *p = b->tp;
-  if (!p) t->root = NULL;
-  else if (p->tl == b) p->tl = NULL;
-  else p->tr = NULL;
-  b->tp = NULL;
+  while (b->tl && b->tr) rotate_up(t, b->tl->prio < b->tr->prio ? b->tl : b->tr);
+  tc_block *c = b->tl ? b->tl : b->tr, *p = b->tp;
+  if (c) c->tp = p;
+  if (!p) t->root = c;
+  else if (p->tl == b) p->tl = c;
+  else p->tr = c;
+  b->tl = b->tr = b->tp = NULL;
 }
 
 /* nw takes old's place in the tree (links and priority). The caller has
