@@ -303,17 +303,28 @@ static void format_size(char *out, size_t n, uint64_t v) {
 /* ------------------------------------------------------------------ */
 /* block structs                                                        */
 
+static tcuda_status host_oom(void) {
+  return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory");
+}
+
+/* arr with room for twice *cap elements (first when empty), or NULL with
+ * arr and *cap unchanged. */
+static void *grow(void *arr, size_t *cap, size_t elem, size_t first) {
+  size_t n = *cap ? 2 * *cap : first;
+  void *p = realloc(arr, n * elem);
+  if (p) *cap = n;
+  return p;
+}
+
 static tcuda_status reserve_blocks(tc_alloc *a, size_t n) {
   while (a->nfree < n) {
     if (a->nslabs == a->capslabs) {
-      size_t cap = a->capslabs ? 2 * a->capslabs : 16;
-      void **ns = (void **)realloc(a->slabs, cap * sizeof *ns);
-      if (!ns) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory");
+      void **ns = (void **)grow(a->slabs, &a->capslabs, sizeof *ns, 16);
+      if (!ns) return host_oom();
       a->slabs = ns;
-      a->capslabs = cap;
     }
     tc_block *slab = (tc_block *)malloc(SLAB_BLOCKS * sizeof *slab);
-    if (!slab) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory");
+    if (!slab) return host_oom();
     a->slabs[a->nslabs++] = slab;
     for (size_t i = 0; i < SLAB_BLOCKS; i++) {
       slab[i].next = a->freelist;
@@ -514,14 +525,12 @@ static tcuda_status bs_reserve(tc_bset *set, uint64_t stream, tc_bstream **out) 
     return TCUDA_SUCCESS;
   }
   if (set->n == set->cap) {
-    size_t cap = set->cap ? 2 * set->cap : 4;
-    tc_bstream **ns = (tc_bstream **)realloc(set->s, cap * sizeof *ns);
-    if (!ns) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory");
+    tc_bstream **ns = (tc_bstream **)grow(set->s, &set->cap, sizeof *ns, 4);
+    if (!ns) return host_oom();
     set->s = ns;
-    set->cap = cap;
   }
   tc_bstream *e = (tc_bstream *)calloc(1, sizeof *e);
-  if (!e) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory");
+  if (!e) return host_oom();
   e->stream = stream;
   memmove(&set->s[i + 1], &set->s[i], (set->n - i) * sizeof *set->s);
   set->s[i] = e;
@@ -818,7 +827,7 @@ static tcuda_status ht_reserve(tc_alloc *a) {
   size_t oldcap = a->ht_cap;
   size_t cap = (a->ht_len + 1) * 20 > oldcap * 7 ? oldcap * 2 : oldcap;
   tc_slot *nt = (tc_slot *)calloc(cap, sizeof *nt);
-  if (!nt) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory");
+  if (!nt) return host_oom();
   a->ht = nt;
   if (cap != oldcap) a->ht_bits++;
   a->ht_cap = cap;
@@ -1019,7 +1028,7 @@ static tc_block *find_expandable_block(tc_alloc *a, tc_pool *pool, uint64_t stre
   if (!seg || !pmap) {
     free(seg);
     free(pmap);
-    return *err = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory"), NULL;
+    return *err = host_oom(), NULL;
   }
   if ((s = bs_reserve(&pool->blocks, stream, &seg->bs))) {
     free(seg);
@@ -1212,11 +1221,9 @@ static tc_evq *evq_get(tc_alloc *a, uint64_t stream) {
   while (i < a->nevq && a->evq[i].stream < stream) i++;
   if (i < a->nevq && a->evq[i].stream == stream) return &a->evq[i];
   if (a->nevq == a->capevq) {
-    size_t cap = a->capevq ? 2 * a->capevq : 4;
-    tc_evq *n = (tc_evq *)realloc(a->evq, cap * sizeof *n);
+    tc_evq *n = (tc_evq *)grow(a->evq, &a->capevq, sizeof *n, 4);
     if (!n) return NULL;
     a->evq = n;
-    a->capevq = cap;
   }
   memmove(&a->evq[i + 1], &a->evq[i], (a->nevq - i) * sizeof *a->evq);
   memset(&a->evq[i], 0, sizeof a->evq[i]);
@@ -1245,13 +1252,13 @@ static tcuda_status insert_events(tc_alloc *a, tc_block *b) {
     tc_evq *q = evq_get(a, b->uses[k].stream);
     if (!q || !evq_grow(q)) {
       evq_remove_empty(a);
-      return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory");
+      return host_oom();
     }
   }
   void *small[8], **evs = small;
   if (b->nuses > 8 && !(evs = (void **)malloc(b->nuses * sizeof *evs))) {
     evq_remove_empty(a);
-    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory");
+    return host_oom();
   }
   for (uint32_t k = 0; k < b->nuses; k++) {
     tcuda_status s = a->be->event_record(a->be->ctx, b->uses[k].device, b->uses[k].stream, &evs[k]);
@@ -1366,7 +1373,7 @@ static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) 
   if (a->has_allowed && a->total_allocated + size > a->allowed_max) return 0;
   if (a->cfg.expandable_segments) return try_allocate_expandable(a, p->pool, p->stream, p->size, &p->block, err);
   tc_seg *seg = (tc_seg *)calloc(1, sizeof *seg);
-  if (!seg) return *err = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory"), -1;
+  if (!seg) return *err = host_oom(), -1;
   uint64_t addr = 0;
   tcuda_status s = bs_reserve(&p->pool->blocks, p->stream, &seg->bs);
   if (s) {
@@ -1444,11 +1451,10 @@ static tcuda_status release_blocks(tc_alloc *a, tc_pool *pool) {
     tc_block *nx = bs_next(&pool->blocks, b);
     if (b->seg->expandable) {
       if (n == cap) {
-        cap = cap ? 2 * cap : 16;
-        tc_block **nu = (tc_block **)realloc(to_unmap, cap * sizeof *nu);
+        tc_block **nu = (tc_block **)grow(to_unmap, &cap, sizeof *nu, 16);
         if (!nu) {
           free(to_unmap);
-          return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory");
+          return host_oom();
         }
         to_unmap = nu;
       }
@@ -1785,11 +1791,9 @@ static tcuda_status free_found(tc_alloc *a, tc_block *b, size_t slot) {
     /* An event recorded now could be captured into a graph, and querying
      * one is illegal: wait until no capture is under way. */
     if (a->ndeferred == a->capdeferred) {
-      size_t cap = a->capdeferred ? 2 * a->capdeferred : 8;
-      tc_block **n = (tc_block **)realloc(a->deferred, cap * sizeof *n);
-      if (!n) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory");
+      tc_block **n = (tc_block **)grow(a->deferred, &a->capdeferred, sizeof *n, 8);
+      if (!n) return host_oom();
       a->deferred = n;
-      a->capdeferred = cap;
     }
     a->deferred[a->ndeferred++] = b;
   } else if (b->nuses) {
@@ -2195,14 +2199,12 @@ tcuda_status tc_alloc_begin_allocate_to_pool(tc_alloc *a, const uint64_t id[2], 
                       (unsigned long long)id[0], (unsigned long long)id[1]);
     }
   if (n == a->capcaps) {
-    size_t cap = a->capcaps ? 2 * a->capcaps : 4;
-    tc_capture *nc = (tc_capture *)realloc(a->caps, cap * sizeof *nc);
+    tc_capture *nc = (tc_capture *)grow(a->caps, &a->capcaps, sizeof *nc, 4);
     if (!nc) {
       lk_unlock(&a->mu);
       return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
     }
     a->caps = nc;
-    a->capcaps = cap;
   }
   tc_ppool *p = find_ppool(a, id);
   if (!p) {
