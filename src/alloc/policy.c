@@ -1284,7 +1284,7 @@ static tcuda_status insert_events(tc_alloc *a, tc_block *b) {
 /* malloc                                                               */
 
 typedef struct params {
-  uint64_t size, stream, alloc_size;
+  uint64_t size, stream;
   tc_pool *pool;
   tc_block *block;
   int in_tree; /* block is still in pool->blocks (alloc_found_block takes it out) */
@@ -1295,7 +1295,6 @@ static inline void params_init(tc_alloc *a, params *p, uint64_t orig, uint64_t s
   p->size = round_size(&a->cfg, orig);
   p->stream = stream;
   p->pool = p->size <= TC_SMALL_SIZE ? &a->small : &a->large;
-  p->alloc_size = tc_alloc_segment_size(p->size);
   p->block = NULL;
   p->in_tree = 0;
 }
@@ -1369,7 +1368,7 @@ static tcuda_status garbage_collect(tc_alloc *a) {
 /* Returns 1 found, 0 device OOM, -1 error (*err). */
 static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) {
   if (is_retry) a->st.num_alloc_retries++;
-  uint64_t size = p->alloc_size;
+  uint64_t size = tc_alloc_segment_size(p->size); /* only on a miss: not in params_init */
   if (a->has_allowed && a->total_allocated + size > a->allowed_max) return 0;
   if (a->cfg.expandable_segments) return try_allocate_expandable(a, p->pool, p->stream, p->size, &p->block, err);
   tc_seg *seg = (tc_seg *)calloc(1, sizeof *seg);
@@ -1574,7 +1573,7 @@ static tcuda_status oom(tc_alloc *a, const params *p) {
   TRACE(a, TC_TRACE_OOM, dfree, p->size, p->stream);
   a->st.num_ooms++;
   char tried[32], total[32], freeb[32], allowed[48] = "", alloc[32], unalloc[32];
-  format_size(tried, sizeof tried, p->alloc_size);
+  format_size(tried, sizeof tried, tc_alloc_segment_size(p->size));
   format_size(total, sizeof total, dtotal);
   format_size(freeb, sizeof freeb, dfree);
   if (a->has_allowed) {
