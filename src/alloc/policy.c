@@ -27,6 +27,16 @@
 #endif
 
 #define ONE_EB ((uint64_t)1 << 60)
+
+/* For the steps of a cached malloc, which the compiler left as calls: inlined
+ * into tc_alloc_malloc they took a cached 4 KiB pair from 66.7 to 62.5 ns
+ * and the mixed pattern from 152 to 147 ns (simulated device, -O3), for
+ * 3.4 KiB more code. */
+#if defined(__GNUC__) || defined(__clang__)
+#define HOT_INLINE static inline __attribute__((always_inline))
+#else
+#define HOT_INLINE static inline
+#endif
 #define SLAB_BLOCKS 256
 
 typedef struct tc_block tc_block;
@@ -1299,7 +1309,7 @@ static inline void params_init(tc_alloc *a, params *p, uint64_t orig, uint64_t s
   p->in_tree = 0;
 }
 
-static int get_free_block(tc_alloc *a, params *p) {
+HOT_INLINE int get_free_block(tc_alloc *a, params *p) {
   tc_pool *pool = p->pool;
   if (a->has_allowed && a->cfg.garbage_collection_threshold > 0) pool->gc_calls++;
   tc_block *it = bs_lower_bound(&pool->blocks, p->stream, p->size, 0);
@@ -1517,7 +1527,7 @@ static int should_split(const tc_alloc *a, const tc_block *b, uint64_t size) {
 /* torch's alloc_found_block. The found block object keeps the low part, which
  * is what gets handed out; the new object is the remainder and carries the
  * old block's (stale) requested size, as torch's remainder does. */
-static tc_block *alloc_found_block(tc_alloc *a, params *p, uint64_t orig_size, int split) {
+HOT_INLINE tc_block *alloc_found_block(tc_alloc *a, params *p, uint64_t orig_size, int split) {
   tc_block *b = p->block;
   tc_pool *pool = p->pool;
   int pidx = pool->pidx, exp = b->seg->expandable;
@@ -1601,7 +1611,7 @@ static tc_pool *capture_pool(tc_alloc *a, uint64_t size, uint64_t stream) {
   return NULL;
 }
 
-static tcuda_status malloc_locked(tc_alloc *a, uint64_t orig, uint64_t stream, uint64_t *addr) {
+HOT_INLINE tcuda_status malloc_locked(tc_alloc *a, uint64_t orig, uint64_t stream, uint64_t *addr) {
   int cap = capturing(a);
   tcuda_status s = reserve_blocks(a, 4);
   if (!s) s = ht_reserve(a);
