@@ -5,7 +5,12 @@
  *   (a) alloc+free of a cached 4 KiB block, one thread       ns per pair
  *       (the allocators' trials interleaved)
  *   (b) 1000 live blocks, 512 B..8 MiB log-uniform, random
- *       replacement (free one, allocate one)                  ns per replacement
+ *       replacement (free one, allocate one)                  ns per call,
+ *       and ns per replacement (a free plus an alloc, info). The issue's
+ *       table gives this row "per op" and PyTorch ~695 ns there, where the
+ *       pair row gives PyTorch ~700 ns: measured here, PyTorch's pair and
+ *       its mixed call are also about equal (~430 and ~460 ns) while its
+ *       replacement is twice its pair, so "op" reads as one call
  *   (c) 8 threads, default stream, 4 KiB pairs                wall ns per pair
  *   (d) 8 threads, one stream each, 4 KiB pairs               wall ns per pair
  *   (e) fragmentation on a fixed trace: peak reserved / peak allocated,
@@ -792,7 +797,12 @@ int main(int argc, char **argv) {
   report("pair_4KiB_cached_1thr", a, "ns", "<=100");
 
   mixed_interleaved(b);
-  report("mixed_1000live_replace", b, "ns", "<=150 (one free + one alloc)");
+  {
+    double per_call[A_COUNT];
+    for (int i = 0; i < A_COUNT; i++) per_call[i] = b[i] / 2;
+    report("mixed_1000live_per_call", per_call, "ns", "<=150 (per op: a free or an alloc)");
+  }
+  report("mixed_1000live_replace", b, "ns", "info (one free + one alloc)");
 
   run_all("(c) 8 threads default stream", c, do_threads, NULL);
   snprintf(target, sizeof target, "<=%.4g (tcuda 1-thread pair)", a[A_TCUDA]);
