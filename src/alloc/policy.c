@@ -1613,9 +1613,11 @@ static tc_pool *capture_pool(tc_alloc *a, uint64_t size, uint64_t stream) {
 
 HOT_INLINE tcuda_status malloc_locked(tc_alloc *a, uint64_t orig, uint64_t stream, uint64_t *addr) {
   int cap = capturing(a);
-  tcuda_status s = reserve_blocks(a, 4);
-  if (!s) s = ht_reserve(a);
-  if (!s && !cap) s = process_events(a); /* querying events recorded under capture is illegal */
+  tcuda_status s = TCUDA_SUCCESS;
+  /* each test first, so a warm cache makes no call */
+  if (a->nfree < 4) s = reserve_blocks(a, 4);
+  if (!s && ht_full(a)) s = ht_reserve(a);
+  if (!s && !cap && (a->ndeferred || a->nevq)) s = process_events(a); /* querying events recorded under capture is illegal */
   if (s) return s;
   params p;
   params_init(a, &p, orig, stream);
