@@ -8,9 +8,9 @@
  *       replacement (free one, allocate one)                  ns per call,
  *       and ns per replacement (a free plus an alloc, info). The issue's
  *       table gives this row "per op" and PyTorch ~695 ns there, where the
- *       pair row gives PyTorch ~700 ns: measured here, PyTorch's pair and
- *       its mixed call are also about equal (~430 and ~460 ns) while its
- *       replacement is twice its pair, so "op" reads as one call
+ *       pair row gives PyTorch ~700 ns: on the H200 host PyTorch's pair and
+ *       its mixed call also measure within 15% of each other, while its
+ *       replacement is over twice its pair, so "op" reads as one call
  *   (c) 8 threads, default stream, 4 KiB pairs                wall ns per pair
  *   (d) 8 threads, one stream each, 4 KiB pairs               wall ns per pair
  *   (e) fragmentation on a fixed trace: peak reserved / peak allocated,
