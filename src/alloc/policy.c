@@ -27,6 +27,7 @@
 #endif
 
 #define ONE_EB ((uint64_t)1 << 60)
+#define SLAB_BLOCKS 256
 
 /* For the steps of a cached malloc, which the compiler left as calls: inlined
  * into tc_alloc_malloc they took a cached 4 KiB pair from 66.7 to 62.5 ns
@@ -37,7 +38,6 @@
 #else
 #define HOT_INLINE static inline
 #endif
-#define SLAB_BLOCKS 256
 
 typedef struct tc_block tc_block;
 typedef struct tc_seg tc_seg;
@@ -1617,7 +1617,8 @@ HOT_INLINE tcuda_status malloc_locked(tc_alloc *a, uint64_t orig, uint64_t strea
   /* each test first, so a warm cache makes no call */
   if (a->nfree < 4) s = reserve_blocks(a, 4);
   if (!s && ht_full(a)) s = ht_reserve(a);
-  if (!s && !cap && (a->ndeferred || a->nevq)) s = process_events(a); /* querying events recorded under capture is illegal */
+  /* not under capture: querying events recorded under capture is illegal */
+  if (!s && !cap && (a->ndeferred || a->nevq)) s = process_events(a);
   if (s) return s;
   params p;
   params_init(a, &p, orig, stream);
