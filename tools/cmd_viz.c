@@ -4,8 +4,10 @@
  * snapshot itself, so the CLI only wraps the bytes. */
 #include "cli.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 extern const char tcuda_viz_html[];
 extern const unsigned long tcuda_viz_html_len;
@@ -53,6 +55,132 @@ static void put_base64(FILE *o, const unsigned char *s, size_t n) {
   }
 }
 
+/* Writes [a, b) with each @@NONCE@@ replaced by nonce. */
+static void put_nonced(FILE *o, const char *a, const char *b, const char *nonce) {
+  for (const char *m; a < b && (m = strstr(a, "@@NONCE@@")) && m < b; a = m + 9) {
+    fwrite(a, 1, (size_t)(m - a), o);
+    fputs(nonce, o);
+  }
+  fwrite(a, 1, (size_t)(b - a), o);
+}
+
+/* A JSON reader just deep enough to tell a memory snapshot from other JSON:
+ * the whole text must be one valid value, and the top level a dict with a
+ * "segments" list (and "device_traces" a list where present). The page
+ * checks the rest. */
+typedef struct { const char *p, *end; const char *why; } jcur;
+
+static void jws(jcur *c) { while (c->p < c->end && strchr(" \t\r\n", *c->p) && *c->p) c->p++; }
+static int jfail(jcur *c, const char *why) { if (!c->why) c->why = why; return -1; }
+
+/* Returns the value's kind ('{', '[', '"', 'n' number, 'l' literal) or -1. */
+static int jvalue(jcur *c, int depth);
+
+static int jstring(jcur *c) {
+  if (c->p >= c->end || *c->p != '"') return jfail(c, "a string was expected");
+  for (c->p++; c->p < c->end; c->p++) {
+    unsigned char ch = (unsigned char)*c->p;
+    if (ch == '"') { c->p++; return '"'; }
+    if (ch < 0x20) return jfail(c, "a control character inside a string");
+    if (ch == '\\' && ++c->p >= c->end) break;
+  }
+  return jfail(c, "an unterminated string");
+}
+
+static int jvalue(jcur *c, int depth) {
+  jws(c);
+  if (c->p >= c->end) return jfail(c, "the text ends early");
+  if (depth > 200) return jfail(c, "nesting deeper than 200");
+  char ch = *c->p;
+  if (ch == '"') return jstring(c);
+  if (ch == '{' || ch == '[') {
+    char close = ch == '{' ? '}' : ']';
+    c->p++;
+    jws(c);
+    if (c->p < c->end && *c->p == close) { c->p++; return ch; }
+    for (;;) {
+      if (ch == '{') {
+        jws(c);
+        if (jstring(c) < 0) return -1;
+        jws(c);
+        if (c->p >= c->end || *c->p++ != ':') return jfail(c, "':' was expected");
+      }
+      if (jvalue(c, depth + 1) < 0) return -1;
+      jws(c);
+      if (c->p < c->end && *c->p == ',') { c->p++; continue; }
+      if (c->p < c->end && *c->p == close) { c->p++; return ch; }
+      return jfail(c, ch == '{' ? "',' or '}' was expected" : "',' or ']' was expected");
+    }
+  }
+  if (ch == '-' || (ch >= '0' && ch <= '9')) {
+    char *e;
+    errno = 0;
+    const char *q = c->p;
+    while (q < c->end && strchr("+-.eE0123456789", *q) && *q) q++;
+    char buf[64];
+    size_t n = (size_t)(q - c->p);
+    if (n >= sizeof buf) return jfail(c, "a number too long");
+    memcpy(buf, c->p, n);
+    buf[n] = 0;
+    (void)strtod(buf, &e);
+    if (*e || !n) return jfail(c, "a malformed number");
+    c->p = q;
+    return 'n';
+  }
+  static const char *const lits[] = {"true", "false", "null"};
+  for (int i = 0; i < 3; i++) {
+    size_t n = strlen(lits[i]);
+    if ((size_t)(c->end - c->p) >= n && !memcmp(c->p, lits[i], n)) { c->p += n; return 'l'; }
+  }
+  return jfail(c, "an unexpected character");
+}
+
+/* NULL when text is a snapshot's JSON, else why not. */
+static const char *json_snapshot_problem(const char *text, size_t n) {
+  jcur c = {text, text + n, NULL};
+  jws(&c);
+  if (c.p >= c.end || *c.p != '{') return "its top level is not a dict";
+  c.p++;
+  int segments = 0, traces_ok = 1;
+  jws(&c);
+  if (c.p < c.end && *c.p == '}') c.p++;
+  else for (;;) {
+    jws(&c);
+    const char *k = c.p;
+    if (jstring(&c) < 0) return c.why;
+    size_t kn = (size_t)(c.p - k);
+    jws(&c);
+    if (c.p >= c.end || *c.p++ != ':') return "':' was expected";
+    int kind = jvalue(&c, 1);
+    if (kind < 0) return c.why;
+    if (kn == 10 && !memcmp(k, "\"segments\"", 10)) segments = kind == '[' ? 1 : -1;
+    if (kn == 15 && !memcmp(k, "\"device_traces\"", 15)) traces_ok = kind == '[';
+    jws(&c);
+    if (c.p < c.end && *c.p == ',') { c.p++; continue; }
+    if (c.p < c.end && *c.p == '}') { c.p++; break; }
+    return "',' or '}' was expected";
+  }
+  jws(&c);
+  if (c.p != c.end) return "text follows the JSON value";
+  if (segments == 0) return "it has no \"segments\" list";
+  if (segments < 0) return "its \"segments\" is not a list";
+  if (!traces_ok) return "its \"device_traces\" is not a list";
+  return NULL;
+}
+
+/* The page's Content-Security-Policy allows only the script carrying this
+ * nonce; fresh per page, so a snapshot cannot know it. */
+static int make_nonce(char out[33]) {
+  unsigned char r[16];
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t got = read(fd, r, sizeof r);
+  close(fd);
+  if (got != (ssize_t)sizeof r) return -1;
+  for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", r[i]);
+  return 0;
+}
+
 int cmd_viz(int argc, char **argv) {
   const char *in = NULL, *out = NULL;
   for (int i = 1; i < argc; i++) {
@@ -79,9 +207,21 @@ int cmd_viz(int argc, char **argv) {
     free(data);
     return fail("'%s' is not a snapshot (expected a pickle, protocol 2-5, or JSON)%s", in, "");
   }
+  if (format[0] == 'j') {
+    const char *why = json_snapshot_problem(data, n);
+    if (why) {
+      free(data);
+      return fail("'%s' is not a memory snapshot: %s", in, why);
+    }
+  }
+  char nonce[33];
+  if (make_nonce(nonce)) {
+    free(data);
+    return fail("%s%s", "cannot read /dev/urandom for the page's script nonce", "");
+  }
   const char *tpl = tcuda_viz_html;
   const char *m1 = strstr(tpl, "@@FORMAT@@"), *m2 = m1 ? strstr(m1, "@@DATA@@") : NULL;
-  if (!m1 || !m2) {
+  if (!m1 || !m2 || !strstr(tpl, "@@NONCE@@")) {
     free(data);
     return fail("%s%s", "the embedded viewer page is damaged (markers missing)", "");
   }
@@ -90,9 +230,9 @@ int cmd_viz(int argc, char **argv) {
     free(data);
     return fail("cannot write '%s': %s", out, strerror(errno));
   }
-  fwrite(tpl, 1, (size_t)(m1 - tpl), o);
+  put_nonced(o, tpl, m1, nonce);
   fputs(format, o);
-  fwrite(m1 + 10, 1, (size_t)(m2 - (m1 + 10)), o);
+  put_nonced(o, m1 + 10, m2, nonce);
   if (format[0] == 'p') {
     put_base64(o, (const unsigned char *)data, n);
   } else {
@@ -103,7 +243,7 @@ int cmd_viz(int argc, char **argv) {
       else fputc(data[i], o);
     }
   }
-  fputs(m2 + 8, o);
+  put_nonced(o, m2 + 8, tpl + strlen(tpl), nonce);
   free(data);
   int bad = ferror(o) != 0;
   if (out) bad |= fclose(o) != 0;

@@ -89,6 +89,67 @@ assert st['render_ms'] < 8000, st['render_ms']
 print('100k entries:', st['trace_entries'], 'entries rendered in', st['render_ms'], 'ms')
 PY
 
+# hostile snapshots: every string reaches the page as text, numbers must be
+# numbers, and the page's policy lets no inline handler or remote load run
+python3 - "$W" <<'PY'
+import json, pickle, sys, copy
+w = sys.argv[1]
+base = json.load(open(w + "/s.json"))
+evil = '<img src=x onerror="document.title=\'pwned\'"><script>document.title="pwned"</script>'
+def frames():
+  return [{"name": evil, "filename": evil, "line": 1}]
+ok = copy.deepcopy(base)
+ok["allocator_settings"] = {evil: 1, "roundup_power2_divisions": {evil: evil}}
+for e in ok["device_traces"][0]:
+  e["frames"] = frames()
+for g in ok["segments"]:
+  for b in g["blocks"]:
+    b["frames"] = frames()
+bad_size = copy.deepcopy(base); bad_size["segments"][0]["blocks"][0]["size"] = evil
+bad_stream = copy.deepcopy(base); bad_stream["device_traces"][0][0]["stream"] = evil
+bad_seg_size = copy.deepcopy(base); bad_seg_size["segments"][0]["total_size"] = "1024"
+for name, doc in (("ok", ok), ("bad_size", bad_size), ("bad_stream", bad_stream), ("bad_seg_size", bad_seg_size)):
+  json.dump(doc, open("%s/h_%s.json" % (w, name), "w"))
+  pickle.dump(doc, open("%s/h_%s.pickle" % (w, name), "wb"), protocol=4)
+pickle.dump({"a": 1}, open(w + "/notsnap.pickle", "wb"), protocol=4)
+PY
+hostile() { # snapshot, expected ok (true/false)
+  "$CLI" viz "$1" -o "$W/h.html" 2>/dev/null || fail "viz refused $1"
+  grep -q "Content-Security-Policy" "$W/h.html" || fail "no Content-Security-Policy in the page"
+  render "$W/h.html" > "$W/hdom.html" || fail "chromium failed on $1"
+  grep -q '<title>tcuda memory viewer</title>' "$W/hdom.html" || fail "the page title changed for $1"
+  grep -qi '<img' "$W/hdom.html" && fail "markup from $1 became an element"
+  grep -q 'pwned' "$W/console.log" && fail "script from $1 ran"
+  status_of < "$W/hdom.html" | python3 -c '
+import json, sys
+st = json.load(sys.stdin)
+want = sys.argv[1] == "true"
+assert st.get("ok") is want, st
+if not want: assert "not a number" in st["error"] or "not a memory snapshot" in st["error"], st
+' "$2" || fail "status for $1"
+}
+for f in pickle json; do
+  hostile "$W/h_ok.$f" true
+  hostile "$W/h_bad_size.$f" false
+  hostile "$W/h_bad_stream.$f" false
+  hostile "$W/h_bad_seg_size.$f" false
+done
+hostile "$W/notsnap.pickle" false
+# a fresh script nonce per page
+"$CLI" viz "$W/s.json" -o "$W/n1.html" 2>/dev/null; "$CLI" viz "$W/s.json" -o "$W/n2.html" 2>/dev/null
+n1=$(grep -o "nonce-[0-9a-f]*" "$W/n1.html" | head -1); n2=$(grep -o "nonce-[0-9a-f]*" "$W/n2.html" | head -1)
+[ ${#n1} -eq 38 ] && [ "$n1" != "$n2" ] || fail "script nonce not fresh: '$n1' '$n2'"
+echo "hostile snapshots ok"
+
+# JSON that is not a memory snapshot is refused, saying why
+for doc in '{}' '{"segments": 3}' '{"segments": [], "device_traces": {}}' '[1, 2]' '{"segments": [] } x' '{"segments": [1,}'; do
+  printf '%s' "$doc" > "$W/nj.json"
+  "$CLI" viz "$W/nj.json" -o "$W/nj.html" 2>"$W/err"; rc=$?
+  [ $rc -eq 1 ] || fail "viz accepted non-snapshot JSON '$doc' (exit $rc)"
+  grep -q "is not a memory snapshot" "$W/err" || grep -q "is not a snapshot" "$W/err" || fail "message for '$doc': $(cat "$W/err")"
+  [ -e "$W/nj.html" ] && fail "viz wrote a page for '$doc'"
+done
+
 # bad input
 echo "not a snapshot" > "$W/bad.txt"
 "$CLI" viz "$W/bad.txt" -o "$W/x.html" 2>"$W/err" && fail "viz accepted a text file"
