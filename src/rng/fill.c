@@ -99,13 +99,17 @@ static int floor_log2(uint64_t v) {
 
 static uint64_t uabs(int64_t v) { return v < 0 ? 0 - (uint64_t)v : (uint64_t)v; }
 
-/* update_from / update_to: move bounds inwards to values the dtype holds. */
+/* update_from / update_to: move bounds inwards to values the dtype holds.
+ * At the ends of int64 there is no neighbour to look at (from + 1 would
+ * overflow): the bound stays, and the range checks after refuse it. */
 static int64_t update_from(tcuda_dtype dt, int64_t from) {
+  if (from == INT64_MAX) return from;
   int64_t p1 = to_i64(cast_int_to(dt, from + 1));
   if (p1 < from) from = (int64_t)((uint64_t)p1 + (1ull << (floor_log2(uabs(from + 1)) - digits_of(dt) + 1)));
   return from;
 }
 static int64_t update_to(tcuda_dtype dt, int64_t to) {
+  if (to == INT64_MIN) return to;
   int64_t m1 = to_i64(cast_int_to(dt, to - 1));
   if (m1 >= to) to = (int64_t)((uint64_t)m1 - (1ull << (floor_log2(uabs(to - 1)) - digits_of(dt) + 1)));
   return to;

@@ -278,6 +278,12 @@ static void test_argument_errors(void) {
   CHECK_ERR(tcuda_rand_random(NULL, &dummy, SIZE_MAX / 2, TCUDA_INT64, NULL), TCUDA_ERROR_OVERFLOW, "overflow");
   CHECK_ERR(tcuda_rand_random_from(NULL, &dummy, 1, TCUDA_INT32, INT64_MIN, NULL), TCUDA_ERROR_NOT_SUPPORTED,
             "tcuda_rand_random_from");
+  /* bounds at the ends of int64: from + 1 once overflowed (UBSan) */
+  for (int k = 0; k < 4; k++) {
+    tcuda_dtype fdt[] = {TCUDA_FLOAT32, TCUDA_FLOAT64, TCUDA_FLOAT16, TCUDA_BFLOAT16};
+    CHECK_ERR(tcuda_rand_random_from(NULL, NULL, 0, fdt[k], INT64_MAX, NULL), TCUDA_ERROR_INVALID_ARGUMENT,
+              "is not below");
+  }
   /* n = 0 after valid arguments: nothing to do, buf may be NULL */
   CHECK_OK(tcuda_rand_uniform(NULL, NULL, 0, TCUDA_FLOAT32, 0, 1, NULL));
   CHECK_ERR(tcuda_rand_uniform(NULL, NULL, 0, TCUDA_FLOAT32, 1, 0, NULL), TCUDA_ERROR_INVALID_ARGUMENT, "from=1");
