@@ -34,8 +34,16 @@ else
   b=$("$cli" rand --seed 3 --dist normal --dtype float64 -n 64 | od -An -tx1 | tr -d ' \n')
   c=$("$cli" rand --seed 4 --dist normal --dtype float64 -n 64 | od -An -tx1 | tr -d ' \n')
   [ "$a" = "$b" ] && [ "$a" != "$c" ] || { echo "FAIL: seeded output not reproducible"; fail=1; }
-  st=$("$cli" rand --seed 3 --offset 8 --dist uniform --dtype float32 -n 1081345 --state 2>&1 >/dev/null)
-  grep -q "offset=16$" <<<"$st" || echo "note: offset after 1081345 floats is '$st' (8 + 8 on a 132-SM H200)"
+  # the offset advances as torch's distribution_nullary_kernel computes it
+  # from the launch: 256 threads a block, grid = min(SMs * threads per SM /
+  # 256, blocks needed), 4 values a thread a round, 4 engine calls a round
+  # (8 + 8 on a 132-SM H200)
+  read -r sms tpsm < <("$cli" info --json | python3 -c 'import json,sys; d=json.load(sys.stdin)["devices"][0]; print(d["multi_processor_count"], d["max_threads_per_multi_processor"])')
+  n=1081345
+  need=$(( (n + 255) / 256 )); grid=$(( sms * (tpsm / 256) )); [ $need -lt $grid ] && grid=$need
+  want=$(( 8 + ((n - 1) / (256 * grid * 4) + 1) * 4 ))
+  st=$("$cli" rand --seed 3 --offset 8 --dist uniform --dtype float32 -n $n --state 2>&1 >/dev/null)
+  grep -q "offset=$want$" <<<"$st" || { echo "FAIL: offset after $n floats on $sms SMs is '$st', want $want"; fail=1; }
 fi
 [ $fail = 0 ] && echo PASS
 exit $fail
