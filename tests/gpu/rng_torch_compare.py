@@ -83,7 +83,9 @@ SEQUENCES = [
      + [(uniform("float32", -2.0, 3.0), BIG)]),
     (1, [(randn(dt), n) for dt in FLOATS for n in (1, 1000, 270337)]
      + [(normal("float32", 0.3, 1.7), 270337), (normal("float64", 0.3, 1.7), 270337),
-        (normal("float32", 0.3, 1.7), BIG), (randn("float64"), BIG), (randn("complex64"), 1001)]),
+        (normal("float32", 0.3, 1.7), BIG), (randn("float64"), BIG), (randn("complex64"), 1001),
+        (normal("bfloat16", 2.0, 3.0), 270337), (normal("float64", -1.0, 0.5), 4000037),
+        (randn("float16"), 5), (randn("bfloat16"), 4000037)]),
     (7, [(randint("int64", 0, 1000), n) for n in (3, 270337)]
      + [(randint("int64", -5, 5), 1000), (randint("int64", 0, 2**30), 270337),
         (randint("int64", 0, 2**40), 270337), (randint("int32", 0, 1000), 270337),

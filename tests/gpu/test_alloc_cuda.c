@@ -341,7 +341,7 @@ static void test_threads(void) {
 static void test_second_device(void) {
   clean_start();
   if (tcuda_device_count() < 2) {
-    printf("(one device: second-device checks skipped)\n");
+    TC_SKIP_PART("second-device checks need 2 GPUs");
     return;
   }
   tcuda_stream_t d1;

@@ -166,7 +166,7 @@ static void blocking_sync(void) {
 
 static void wrong_device(void) {
   int n = tcuda_device_count();
-  if (n < 2) { printf("  (1 GPU: the wrong-device error needs 2)\n"); return; }
+  if (n < 2) { TC_SKIP_PART("the wrong-device error needs 2 GPUs"); return; }
   tcuda_stream_t s0 = pool(0), s1 = pool(1);
   tcuda_event_t *e;
   CHECK_OK(tcuda_event_create(TCUDA_EVENT_DEFAULT, &e));

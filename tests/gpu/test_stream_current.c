@@ -125,7 +125,7 @@ static void guards_nest_and_restore(void) {
 
 static void two_devices(void) {
   int n = tcuda_device_count();
-  if (n < 2) { printf("  (1 GPU: cross-device cases need 2)\n"); return; }
+  if (n < 2) { TC_SKIP_PART("cross-device cases need 2 GPUs"); return; }
   CHECK_OK(tcuda_set_device(0));
   tcuda_stream_t a0 = pool(0), c1 = pool(1), s1 = pool(1);
   /* set_stream makes the stream's device current, as torch.cuda.set_stream */

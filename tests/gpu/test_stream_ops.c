@@ -116,7 +116,7 @@ static void record_event_variants(void) {
 
 static void wait_stream_across_devices(void) {
   int n = tcuda_device_count();
-  if (n < 2) { printf("  (1 GPU: cross-device wait needs 2)\n"); return; }
+  if (n < 2) { TC_SKIP_PART("cross-device wait needs 2 GPUs"); return; }
   tcuda_stream_t a, b;
   CHECK_OK(tcuda_stream_from_pool(1, 0, &a));
   CHECK_OK(tcuda_stream_from_pool(0, 0, &b));

@@ -75,7 +75,7 @@ static void negative_device_is_noop(void) {
 static int no_cuda(void) { return !tcuda_is_available(); }
 
 static void without_cuda_everything_says_not_available(void) {
-  if (!no_cuda()) { printf("  (GPU present: covered by the gpu suite)\n"); return; }
+  if (!no_cuda()) { TC_SKIP_PART("no-CUDA behaviour: a GPU is present"); return; }
   CHECK_EQ_INT(tcuda_device_count(), 0);
   CHECK(!tcuda_is_initialized());
   CHECK(strlen(tcuda_unavailable_reason()) > 0);

@@ -124,7 +124,7 @@ static void ipc_handle_validation(void) {
 }
 
 static void without_cuda_event_calls_fail_cleanly(void) {
-  if (!no_cuda()) { printf("  (GPU present: covered by the gpu suite)\n"); return; }
+  if (!no_cuda()) { TC_SKIP_PART("no-CUDA behaviour: a GPU is present"); return; }
   tcuda_event_t *e, *ipc, *out = (tcuda_event_t *)0x1;
   CHECK_OK(tcuda_event_create(TCUDA_EVENT_TIMING, &e));
   CHECK_OK(tcuda_event_create(TCUDA_EVENT_INTERPROCESS, &ipc));

@@ -186,7 +186,7 @@ static int64_t stream_plus_1000(void *ctx, int64_t key) { return key + 1000; }
 
 static void test_document_pickle_and_json(void) {
   if (system("python3 -c 'import pickle, pickletools' 2>/dev/null") != 0) {
-    printf("  (python3 missing: pickle decoding not checked)\n");
+    TC_SKIP_PART("pickle decoding needs python3");
     return;
   }
   tc_alloc_config cfg;

@@ -425,7 +425,7 @@ static void test_state_api_arguments(void) {
 /* Without CUDA: seeding is silently ignored (as torch), everything else that
  * needs a device says CUDA is not available. */
 static void test_without_cuda(void) {
-  if (tcuda_is_available()) { printf("  (CUDA present: no-CUDA behaviour not checked here)\n"); return; }
+  if (tcuda_is_available()) { TC_SKIP_PART("no-CUDA behaviour: CUDA is present"); return; }
   CHECK_OK(tcuda_manual_seed(1));
   CHECK_OK(tcuda_manual_seed_all(2));
   CHECK_OK(tcuda_seed());

@@ -102,7 +102,7 @@ static void destroy_refuses_streams_it_does_not_own(void) {
 }
 
 static void without_cuda_everything_says_not_available(void) {
-  if (!no_cuda()) { printf("  (GPU present: covered by the gpu suite)\n"); return; }
+  if (!no_cuda()) { TC_SKIP_PART("no-CUDA behaviour: a GPU is present"); return; }
   int least = 11, greatest = 12, x = 13;
   CHECK_ERR(tcuda_stream_priority_range(&least, &greatest), TCUDA_ERROR_NOT_AVAILABLE,
             "tcuda_stream_priority_range: CUDA is not available");
