@@ -533,10 +533,12 @@ static tcuda_status load_addresses(sim *s, const char *path) {
     uint64_t a, sz;
     int ok = parse_num(&p, &a) && parse_num(&p, &sz);
     while (ok && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) p++;
-    if (!ok || *p || !sz || a + sz < a) {
+    if (!ok || *p || !sz || a + sz < a || !a) {
+      char shown[160];
       line[strcspn(line, "\r\n")] = 0;
-      st = tc_error(TCUDA_ERROR_PARSE, "tc_backend_sim_create: %s:%zu: expected 'ADDR SIZE', got '%s'", path, lineno,
-                    line);
+      st = tc_error(TCUDA_ERROR_PARSE, "tc_backend_sim_create: %s:%zu: expected 'ADDR SIZE'%s, got '%s'", path,
+                    lineno, ok && !*p && !a ? " with ADDR > 0 (0 is no address)" : "",
+                    tc_printable(line, shown, sizeof shown));
       break;
     }
     if (!grow((void **)&s->rec, &cap, s->nrec + 1, sizeof *s->rec)) {

@@ -130,6 +130,13 @@ expect_fail "record_addresses" --simulate --record-addresses "$tmp/rec" "$data/b
 # recorded addresses that overlap: the second segment cannot be placed there
 printf '0x7f0000000000 2097152\n0x7f0000000000 20971520\n' > "$tmp/overlap.addresses"
 expect_fail "replay diverged at segment" --simulate --addresses "$tmp/overlap.addresses" "$data/basic.trace"
+# address 0 marks an empty handle: a recorded segment cannot be there
+printf '0 2097152\n' > "$tmp/zero.addresses"
+expect_fail "with ADDR > 0" --simulate --addresses "$tmp/zero.addresses" "$data/basic.trace"
+# a line quoted in a message keeps no terminal escape
+printf '0x7f0000000000 \033]0;pwned\007\n' > "$tmp/esc.addresses"
+expect_fail "'0x7f0000000000 \\x1b]0;pwned\\x07'" --simulate --addresses "$tmp/esc.addresses" "$data/basic.trace"
+grep -q "$(printf '\033')" "$tmp/err" && bad "an escape byte from the addresses file reached stderr"
 # the same addresses, disjoint, are used as given
 printf '0x7f0000000000 2097152\n0x7f0004000000 20971520\n0x7f0000200000 2097152\n' > "$tmp/ok.addresses"
 if "$cli" replay --simulate --addresses "$tmp/ok.addresses" "$data/basic.trace" > "$tmp/addr.json" 2> "$tmp/err"; then
