@@ -5,7 +5,7 @@
 #define _GNU_SOURCE
 #include "harness.h"
 #include "alloc/alloc.h"
-#include "alloc/history.h"
+#include "inspect/history.h"
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>

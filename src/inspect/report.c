@@ -3,7 +3,7 @@
  * The summary reproduces torch.cuda.memory_summary() (torch/cuda/memory.py)
  * character for character, title aside; the stats JSON has memory_stats()'s
  * dotted keys in its (sorted) order. */
-#include "alloc.h"
+#include "alloc/alloc.h"
 #include "sbuf.h"
 #include <stdlib.h>
 #include <string.h>

@@ -7,7 +7,7 @@
  */
 #ifndef TC_HISTORY_H
 #define TC_HISTORY_H
-#include "alloc.h"
+#include "alloc/alloc.h"
 #include <stddef.h>
 #include <stdint.h>
 
