@@ -7,6 +7,7 @@
  * seen by malloc are remembered with their ids. */
 #include "core/annotate.h"
 #include "inspect/history.h"
+#include "inspect/report.h"
 #include "alloc/alloc.h"
 #include "core/core.h"
 #include "stream/stream.h"

@@ -7,6 +7,7 @@
 #include "alloc/alloc.h"
 #include "core/core.h"
 #include "history.h"
+#include "report.h"
 #include "sbuf.h"
 #include "trace.h"
 #include <errno.h>

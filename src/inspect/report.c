@@ -3,8 +3,10 @@
  * The summary reproduces torch.cuda.memory_summary() (torch/cuda/memory.py)
  * character for character, title aside; the stats JSON has memory_stats()'s
  * dotted keys in its (sorted) order. */
-#include "alloc/alloc.h"
+#include "report.h"
+#include "core/error.h"
 #include "sbuf.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -3,6 +3,7 @@
  * (tests/data/alloc/memory_summary_example.txt), title line aside. */
 #include "harness.h"
 #include "alloc/alloc.h"
+#include "inspect/report.h"
 
 static char *read_data(const char *name) {
   const char *dir = getenv("TCUDA_TEST_DATA");
