@@ -9,7 +9,7 @@
  * Symbols are looked up here, at write time, never on the allocation path. */
 #define _GNU_SOURCE
 #include "history.h"
-#include "sbuf.h"
+#include "json.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>

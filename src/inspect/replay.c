@@ -7,8 +7,8 @@
 #include "alloc/alloc.h"
 #include "core/core.h"
 #include "history.h"
+#include "json.h"
 #include "report.h"
-#include "sbuf.h"
 #include "trace.h"
 #include <errno.h>
 #include <stddef.h>

@@ -5,7 +5,7 @@
  * dotted keys in its (sorted) order. */
 #include "report.h"
 #include "core/error.h"
-#include "sbuf.h"
+#include "json.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

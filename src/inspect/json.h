@@ -1,8 +1,8 @@
 /* A growable string for the reports and replay output. On host OOM the
  * buffer turns "failed" and later appends do nothing, so callers check once
  * at the end instead of after every append. */
-#ifndef TC_SBUF_H
-#define TC_SBUF_H
+#ifndef TC_JSON_H
+#define TC_JSON_H
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
