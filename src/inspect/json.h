@@ -1,9 +1,16 @@
-/* A growable string for the reports and replay output. On host OOM the
- * buffer turns "failed" and later appends do nothing, so callers check once
- * at the end instead of after every append. */
+/* The one string buffer and JSON writer of the library and the CLI: the
+ * snapshot document (pickle.c), the reports (report.c), replay's output
+ * (replay.c) and `tcuda info --json` (tools/) all escape and print values
+ * here, so their JSON cannot drift apart. Header-only: the CLI uses it
+ * without linking any internal symbol of libtcuda.
+ *
+ * tc_sbuf is a growable string. On host OOM the buffer turns "failed" and
+ * later appends do nothing, so callers check once at the end instead of
+ * after every append. */
 #ifndef TC_JSON_H
 #define TC_JSON_H
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,4 +76,46 @@ static inline void tc_sbuf_free(tc_sbuf *b) {
   b->p = NULL;
   b->len = b->cap = 0;
 }
+
+/* ---- JSON values ---- */
+
+/* A string byte written as it is: not '"', not '\\', not a control byte.
+ * Bytes from 0x7f up pass through unchanged (no UTF-8 check). */
+static inline int tc_json_plain(unsigned char c) { return c >= 0x20 && c != '"' && c != '\\'; }
+
+/* The escape of one byte inside a string literal: itself when plain, a
+ * backslash before '"' and '\\', \u00xx (lowercase hex) for control bytes.
+ * Writes at most 6 bytes to out; returns how many. */
+static inline size_t tc_json_escape_byte(unsigned char c, char out[6]) {
+  static const char hex[] = "0123456789abcdef";
+  if (tc_json_plain(c)) { out[0] = (char)c; return 1; }
+  if (c == '"' || c == '\\') { out[0] = '\\'; out[1] = (char)c; return 2; }
+  memcpy(out, "\\u00", 4);
+  out[4] = hex[c >> 4];
+  out[5] = hex[c & 15];
+  return 6;
+}
+
+/* s as a JSON string literal, quotes included. */
+static inline void tc_json_str(tc_sbuf *b, const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  tc_sbuf_put(b, "\"", 1);
+  while (*p) {
+    const unsigned char *run = p;
+    while (*p && tc_json_plain(*p)) p++;
+    if (p > run) tc_sbuf_put(b, (const char *)run, (size_t)(p - run));
+    if (!*p) break;
+    char e[6];
+    tc_sbuf_put(b, e, tc_json_escape_byte(*p++, e));
+  }
+  tc_sbuf_put(b, "\"", 1);
+}
+
+static inline void tc_json_i64(tc_sbuf *b, int64_t v) { tc_sbuf_printf(b, "%lld", (long long)v); }
+static inline void tc_json_u64(tc_sbuf *b, uint64_t v) { tc_sbuf_printf(b, "%llu", (unsigned long long)v); }
+/* %.17g reads back as the same double. A NaN or infinity would print as C
+ * spells it, which JSON lacks; the only double written today
+ * (garbage_collection_threshold) is checked to lie in (0, 1). */
+static inline void tc_json_f64(tc_sbuf *b, double v) { tc_sbuf_printf(b, "%.17g", v); }
+static inline void tc_json_bool(tc_sbuf *b, int v) { tc_sbuf_puts(b, v ? "true" : "false"); }
 #endif
