@@ -1,7 +1,7 @@
 /* The snapshot document as a pickle (protocol 4) or as JSON.
  *
- * The pickle uses only opcodes that torch's MemoryViz.js unpickler decodes
- * (allocator-and-rng.md 8a): PROTO, EMPTY_DICT, EMPTY_LIST, MARK, SETITEMS,
+ * The pickle uses only opcodes that the unpickler of torch's MemoryViz
+ * viewer decodes: PROTO, EMPTY_DICT, EMPTY_LIST, MARK, SETITEMS,
  * APPENDS, BININT/BININT1/BININT2, LONG1, BINFLOAT, SHORT_BINUNICODE,
  * BINUNICODE, NEWTRUE/NEWFALSE, NONE, TUPLE2, BINPUT/LONG_BINPUT,
  * BINGET/LONG_BINGET, STOP. Stacks repeat a lot, so each distinct stack and

@@ -1,8 +1,8 @@
 /* Reports: pure functions of a stats struct or a snapshot.
  *
- * The summary reproduces torch.cuda.memory_summary() (torch/cuda/memory.py)
- * character for character, title aside; the stats JSON has memory_stats()'s
- * dotted keys in its (sorted) order. */
+ * The summary reproduces torch.cuda.memory_summary() character for
+ * character, title aside; the stats JSON has memory_stats()'s dotted keys
+ * in its (sorted) order. */
 #include "report.h"
 #include "core/error.h"
 #include "json.h"
