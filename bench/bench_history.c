@@ -11,7 +11,7 @@
 #include <time.h>
 #include "tcuda.h"
 #include "alloc/alloc.h"
-#include "alloc/history.h"
+#include "inspect/history.h"
 
 static double now_ns(void) {
   struct timespec ts;

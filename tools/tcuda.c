@@ -1,5 +1,6 @@
 /* tcuda: command-line front end. */
 #include "cli.h"
+#include "inspect/json.h"
 #include <string.h>
 
 typedef struct { const char *name; int (*fn)(int, char **); const char *help; } command;
@@ -18,13 +19,12 @@ int cli_fail(const char *what) {
   return 1;
 }
 
+/* The library's escaping rules (src/inspect/json.h), straight to f. */
 void cli_json_string(FILE *f, const char *s) {
   fputc('"', f);
   for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-    else if (c < 0x20) fprintf(f, "\\u%04x", c);
-    else fputc(c, f);
+    char e[6];
+    fwrite(e, 1, tc_json_escape_byte((unsigned char)*s, e), f);
   }
   fputc('"', f);
 }

@@ -195,15 +195,6 @@ void tc_oom_notify(int device, size_t requested);
  * Up to 8; adding one twice is a no-op. */
 tcuda_status tc_oom_internal_hook(void (*fn)(int device, size_t requested));
 
-/* ---- reports (report.c): pure functions of stats and snapshots ---- */
-/* PyTorch's memory_summary() text with the tcuda title. Caller frees. */
-char *tc_report_summary(const tcuda_memory_stats_t *st, int device, int abbreviated);
-/* memory_stats() as JSON with PyTorch's dotted keys, sorted as torch's dict. */
-char *tc_report_stats_json(const tcuda_memory_stats_t *st);
-/* The snapshot's segments as a JSON array; stream ids mapped through
- * stream_map(ctx, id) when given (replay prints trace stream numbers). */
-char *tc_report_snapshot_json(const tcuda_snapshot_t *s, int64_t (*stream_map)(void *, int64_t), void *ctx);
-
 /* IPC hooks in api.c (set by src/ipc.c): free_hook returns 1 when it parked
  * ptr (an exported block a consumer still uses); oom_hook frees released
  * parked blocks and returns how many, so the allocation can be retried. */

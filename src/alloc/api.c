@@ -6,7 +6,8 @@
  * by it; snapshots report stream ids (tcuda_stream_t.id), so the handles
  * seen by malloc are remembered with their ids. */
 #include "core/annotate.h"
-#include "alloc/history.h"
+#include "inspect/history.h"
+#include "inspect/report.h"
 #include "alloc/alloc.h"
 #include "core/core.h"
 #include "stream/stream.h"

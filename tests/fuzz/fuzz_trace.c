@@ -5,7 +5,7 @@
  *    gives one JSON element per checkpoint;
  *  - run op by op on the engine, every invariant of alloc_check.h holds
  *    after every operation, and freeing everything returns every byte. */
-#include "alloc/trace.h"
+#include "inspect/trace.h"
 #include "alloc_check.h"
 #include <stdlib.h>
 #include <string.h>

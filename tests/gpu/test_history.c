@@ -1,7 +1,7 @@
 /* Memory history on the real device, through the public API: entries for
  * tcuda_malloc/free with torch's meanings, C stacks, the pickle dump, and
  * the snapshot written on OOM (TCUDA_OOM_SNAPSHOT). Needs api.c to call
- * tc_history_attach / tc_history_on_oom (src/alloc/history.h). */
+ * tc_history_attach / tc_history_on_oom (src/inspect/history.h). */
 #define _GNU_SOURCE
 #include "harness.h"
 #include <stdlib.h>

@@ -4,6 +4,7 @@
  * NAME.summary_stats.json), title line aside. */
 #include "harness.h"
 #include "alloc/alloc.h"
+#include "inspect/report.h"
 
 static char *read_data(const char *name) {
   const char *dir = getenv("TCUDA_TEST_DATA");

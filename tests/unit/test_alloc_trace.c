@@ -1,6 +1,6 @@
 /* Trace parser: accepted forms, slots, and every rejection with its line. */
 #include "harness.h"
-#include "alloc/trace.h"
+#include "inspect/trace.h"
 
 static tcuda_status parse(const char *s, tc_trace *t) { return tc_trace_parse(s, strlen(s), t); }
 

@@ -1,11 +1,11 @@
 /* Memory history: the recorder's entries and ring buffer, the snapshot
  * document (decoded by python3's pickle/pickletools: only the opcodes
- * MemoryViz.js knows, torch's keys), JSON, the device hooks, snapshot on
+ * MemoryViz knows, torch's keys), JSON, the device hooks, snapshot on
  * OOM, replay --history, and every bad-input path. CPU only (simulated). */
 #define _GNU_SOURCE
 #include "harness.h"
 #include "alloc/alloc.h"
-#include "alloc/history.h"
+#include "inspect/history.h"
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>

@@ -1,7 +1,7 @@
 /* The snapshot document as a pickle (protocol 4) or as JSON.
  *
- * The pickle uses only opcodes that torch's MemoryViz.js unpickler decodes
- * (allocator-and-rng.md 8a): PROTO, EMPTY_DICT, EMPTY_LIST, MARK, SETITEMS,
+ * The pickle uses only opcodes that the unpickler of torch's MemoryViz
+ * viewer decodes: PROTO, EMPTY_DICT, EMPTY_LIST, MARK, SETITEMS,
  * APPENDS, BININT/BININT1/BININT2, LONG1, BINFLOAT, SHORT_BINUNICODE,
  * BINUNICODE, NEWTRUE/NEWFALSE, NONE, TUPLE2, BINPUT/LONG_BINPUT,
  * BINGET/LONG_BINGET, STOP. Stacks repeat a lot, so each distinct stack and
@@ -9,7 +9,7 @@
  * Symbols are looked up here, at write time, never on the allocation path. */
 #define _GNU_SOURCE
 #include "history.h"
-#include "sbuf.h"
+#include "json.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
@@ -61,22 +61,12 @@ static void close_(em *e, int dict) {
   else put_u8(e, dict ? 'u' : 'e');
 }
 
-static void json_str(tc_sbuf *b, const char *s) {
-  tc_sbuf_puts(b, "\"");
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (*p == '"' || *p == '\\') tc_sbuf_printf(b, "\\%c", *p);
-    else if (*p < 0x20) tc_sbuf_printf(b, "\\u%04x", *p);
-    else tc_sbuf_put(b, (const char *)p, 1);
-  }
-  tc_sbuf_puts(b, "\"");
-}
-
 /* Strings are UTF-8 for pickle's *UNICODE opcodes; symbol and file names
  * are bytes, so anything outside ASCII becomes '?' to keep them valid. */
 static void str(em *e, const char *s) {
   sep(e);
   size_t n = strlen(s);
-  if (e->json) { json_str(&e->b, s); return; }
+  if (e->json) { tc_json_str(&e->b, s); return; }
   if (n < 256) {
     put_u8(e, 0x8c); /* SHORT_BINUNICODE */
     put_u8(e, (uint8_t)n);
@@ -100,7 +90,7 @@ static void key(em *e, const char *k) {
 
 static void i64(em *e, int64_t v) {
   sep(e);
-  if (e->json) { tc_sbuf_printf(&e->b, "%lld", (long long)v); return; }
+  if (e->json) { tc_json_i64(&e->b, v); return; }
   if (v >= 0 && v < 256) { put_u8(e, 'K'); put_u8(e, (uint8_t)v); }
   else if (v >= 0 && v < 65536) { put_u8(e, 'M'); put_le(e, (uint64_t)v, 2); }
   else if (v >= INT32_MIN && v <= INT32_MAX) { put_u8(e, 'J'); put_le(e, (uint64_t)v, 4); }
@@ -120,7 +110,7 @@ static void i64(em *e, int64_t v) {
 static void u64(em *e, uint64_t v) {
   if (v <= (uint64_t)INT64_MAX) { i64(e, (int64_t)v); return; }
   sep(e);
-  if (e->json) { tc_sbuf_printf(&e->b, "%llu", (unsigned long long)v); return; }
+  if (e->json) { tc_json_u64(&e->b, v); return; }
   put_u8(e, 0x8a); /* 9 bytes: the sign byte is 0 */
   put_u8(e, 9);
   put_le(e, v, 8);
@@ -128,7 +118,7 @@ static void u64(em *e, uint64_t v) {
 }
 static void f64(em *e, double v) {
   sep(e);
-  if (e->json) { tc_sbuf_printf(&e->b, "%.17g", v); return; }
+  if (e->json) { tc_json_f64(&e->b, v); return; }
   uint64_t bits;
   memcpy(&bits, &v, sizeof bits);
   put_u8(e, 'G'); /* BINFLOAT: big-endian */
@@ -136,7 +126,7 @@ static void f64(em *e, double v) {
 }
 static void boolean(em *e, int v) {
   sep(e);
-  if (e->json) tc_sbuf_puts(&e->b, v ? "true" : "false");
+  if (e->json) tc_json_bool(&e->b, v);
   else put_u8(e, v ? 0x88 : 0x89);
 }
 static void pair(em *e, uint64_t a, uint64_t b) {

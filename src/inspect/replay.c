@@ -4,10 +4,11 @@
  * before any memory is touched. Side streams are real CUDA streams on the
  * GPU (created on first use, as the trace format says) and distinct fake
  * keys in the simulation; the JSON prints the trace's stream numbers. */
-#include "alloc.h"
+#include "alloc/alloc.h"
 #include "core/core.h"
 #include "history.h"
-#include "sbuf.h"
+#include "json.h"
+#include "report.h"
 #include "trace.h"
 #include <errno.h>
 #include <stddef.h>

@@ -8,6 +8,7 @@
  * raw return addresses and symbolized only when a snapshot is written. */
 #define _GNU_SOURCE
 #include "history.h"
+#include "report.h"
 #include "core/core.h"
 #include "stream/stream.h"
 #include <execinfo.h>

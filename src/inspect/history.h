@@ -2,12 +2,12 @@
  * snapshot document writer (pickle for memory_viz, or JSON).
  *
  * history.c: recorders, the public record/dump API, snapshot on OOM.
- * pickle.c:  the document writer (only the pickle opcodes that torch's
- *            MemoryViz.js unpickler understands).
+ * pickle.c:  the document writer (only the pickle opcodes that the
+ *            unpickler of torch's MemoryViz viewer understands).
  */
 #ifndef TC_HISTORY_H
 #define TC_HISTORY_H
-#include "alloc.h"
+#include "alloc/alloc.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -60,7 +60,7 @@ tcuda_status tc_snapshot_doc_write(const char *func, const tc_snapshot_doc *doc,
 tcuda_status tc_snapshot_doc_encode(const char *func, const tc_snapshot_doc *doc, int json, char **out,
                                     size_t *len);
 
-/* ---- hooks for api.c (the lead wires these) ---- */
+/* ---- hooks for api.c ---- */
 /* Call when the public allocator of `device` is created (under api.c's
  * lock is fine). stream_id maps a raw stream key to tcuda_stream_t.id (NULL:
  * keys as they are). If history is on for the device, tracing starts. */

@@ -1,10 +1,12 @@
 /* Reports: pure functions of a stats struct or a snapshot.
  *
- * The summary reproduces torch.cuda.memory_summary() (torch/cuda/memory.py)
- * character for character, title aside; the stats JSON has memory_stats()'s
- * dotted keys in its (sorted) order. */
-#include "alloc.h"
-#include "sbuf.h"
+ * The summary reproduces torch.cuda.memory_summary() character for
+ * character, title aside; the stats JSON has memory_stats()'s dotted keys
+ * in its (sorted) order. */
+#include "report.h"
+#include "core/error.h"
+#include "json.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -174,8 +176,12 @@ char *tc_report_stats_json(const tcuda_memory_stats_t *st) {
   qsort(t, n, sizeof *t, kv_cmp);
   tc_sbuf b = {0};
   tc_sbuf_puts(&b, "{");
-  for (size_t i = 0; i < n; i++)
-    tc_sbuf_printf(&b, "%s\"%s\": %lld", i ? ", " : "", t[i].key, (long long)t[i].value);
+  for (size_t i = 0; i < n; i++) {
+    if (i) tc_sbuf_puts(&b, ", ");
+    tc_json_str(&b, t[i].key);
+    tc_sbuf_puts(&b, ": ");
+    tc_json_i64(&b, t[i].value);
+  }
   tc_sbuf_puts(&b, "}");
   char *out = tc_sbuf_take(&b);
   if (!out) tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "memory stats: out of host memory");
@@ -193,6 +199,9 @@ static const char *state_name(tcuda_block_state s) {
   return "unknown";
 }
 
+/* One format string per object: its keys and string values are fixed ASCII
+ * literals that need no escaping, and the numbers are printed as
+ * tc_json_i64/u64 print them. */
 char *tc_report_snapshot_json(const tcuda_snapshot_t *s, int64_t (*stream_map)(void *, int64_t), void *ctx) {
   if (!s) return NULL;
   tc_sbuf b = {0};
