@@ -4,7 +4,7 @@
  * make_graphed_callables for C (torch-cuda-internals.md section 6). */
 #include "alloc/alloc.h"
 #include "core/annotate.h"
-#include "graph/kernels.h"
+#include "rng/capture_kernels.h"
 #include "rng/rng.h"
 #include "stream/stream.h"
 #include <pthread.h>
@@ -190,7 +190,7 @@ static tcuda_status gens_prologue(const char *F, tcuda_graph_t *g, cudaStream_t 
     if (gen->capturing)
       s = tc_error(TCUDA_ERROR_INVALID_STATE, "%s: the generator %p is already capturing another graph", F,
                    (void *)gen);
-    cudaError_t e = s ? cudaSuccess : tc_graph_set_philox(gen->seed_extragraph, gen->offset_extragraph, gen->seed, 0, stream);
+    cudaError_t e = s ? cudaSuccess : tc_rng_set_philox_words(gen->seed_extragraph, gen->offset_extragraph, gen->seed, 0, stream);
     if (!s && e != cudaSuccess) s = tc_cuda_error(e, F, "RNG capture prologue kernel");
     if (!s) tc_generator_capture_prologue(gen);
     pthread_mutex_unlock(&gen->mu);
@@ -465,7 +465,7 @@ static tcuda_status gens_replay_prologue(const char *F, tcuda_graph_t *g, cudaSt
     if (gen->capturing)
       s = tc_error(TCUDA_ERROR_INVALID_STATE, "%s: generator %p is capturing a graph; replay after capture_end", F,
                    (void *)gen);
-    else if ((e = tc_graph_set_philox(gen->seed_extragraph, gen->offset_extragraph, gen->seed, gen->offset, stream)))
+    else if ((e = tc_rng_set_philox_words(gen->seed_extragraph, gen->offset_extragraph, gen->seed, gen->offset, stream)))
       s = tc_cuda_error(e, F, "RNG replay prologue kernel");
     else
       gen->offset += g->gens[i].inc;
