@@ -105,16 +105,6 @@ tcuda_status tc_generator_philox(const char *F, tcuda_generator_t *g, uint64_t i
   return TCUDA_SUCCESS;
 }
 
-void tc_generator_capture_prologue(tcuda_generator_t *g) {
-  g->capturing = 1;
-  g->offset_intragraph = 0;
-}
-
-uint64_t tc_generator_capture_epilogue(tcuda_generator_t *g) {
-  g->capturing = 0;
-  return g->offset_intragraph;
-}
-
 /* Setters refuse while a graph is being captured, as torch. Holds g->mu. */
 static tcuda_status not_capturing(const char *F, const tcuda_generator_t *g) {
   if (g->capturing)
