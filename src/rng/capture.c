@@ -3,7 +3,7 @@
  * The graph layer above calls these and never touches a generator's fields
  * or lock; this layer knows nothing of graphs beyond them. */
 #include "rng/capture_kernels.h"
-#include "rng/rng.h"
+#include "rng/generator.h"
 #include "stream/stream.h"
 
 /* Serializes graph_refs changes with the allocation or free of the words

@@ -2,7 +2,7 @@
  * reaches a generator: the refusals that come before any kernel, capture
  * mode, and the device words' reference count. Runs with or without a GPU. */
 #include "harness.h"
-#include "rng/rng.h"
+#include "rng/generator.h"
 
 static void test_refusals_and_epilogue(void) {
   tcuda_generator_t g;
