@@ -1,7 +1,8 @@
 /* CUDA graphs: torch's CUDAGraph (capture, replay, reset, pool, debug dump),
  * its allocator integration (private pools through the policy's
  * beginAllocateToPool), graph-safe RNG, torch.cuda.graph as a scope and
- * make_graphed_callables for C (torch-cuda-internals.md section 6). */
+ * make_graphed_callables for C. Pools: docs/allocator.md; RNG under
+ * capture: docs/rng.md. */
 #include "alloc/alloc.h"
 #include "core/annotate.h"
 #include "rng/rng.h"

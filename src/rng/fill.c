@@ -1,6 +1,6 @@
 /* Fill functions: torch's argument checks and host arithmetic for
  * uniform_, normal_, random_ and randint, its launch shape and offset
- * advance (allocator-and-rng.md sections 11 and 13), and the launches. */
+ * advance (docs/rng.md), and the launches. */
 #include "rng/generator.h"
 #include "stream/stream.h"
 #include <float.h>

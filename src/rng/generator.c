@@ -1,6 +1,6 @@
 /* Generators: torch's CUDAGeneratorImpl state (seed, Philox offset), the
  * default generator per device, and torch.cuda's seeding and state API
- * (allocator-and-rng.md section 11). */
+ * (docs/rng.md). */
 #include "rng/generator.h"
 #include "stream/stream.h"
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tcuda replay: JSON values of a small trace derived by hand from PyTorch's
-# rules (allocator-and-rng.md sections 1-4, 12), option handling and errors.
+# rules (docs/allocator.md), option handling and errors.
 set -u
 cli="${TCUDA_CLI:?}"
 data="${TCUDA_TEST_DATA:?}/replay"
