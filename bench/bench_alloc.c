@@ -7,10 +7,10 @@
  *   (b) 1000 live blocks, 512 B..8 MiB log-uniform, random
  *       replacement (free one, allocate one)                  ns per call,
  *       and ns per replacement (a free plus an alloc, info). The issue's
- *       table gives this row "per op" and PyTorch ~695 ns there, where the
- *       pair row gives PyTorch ~700 ns: on the H200 host PyTorch's pair and
- *       its mixed call also measure within 15% of each other, while its
- *       replacement is over twice its pair, so "op" reads as one call
+ *       table gives this row "per op" with a PyTorch figure close to its
+ *       pair row's; measured, PyTorch's pair and mixed call are close too
+ *       while its replacement is far above its pair (docs/performance.md),
+ *       so "op" reads as one call
  *   (c) 8 threads, default stream, 4 KiB pairs                wall ns per pair
  *   (d) 8 threads, one stream each, 4 KiB pairs               wall ns per pair
  *   (e) fragmentation on a fixed trace: peak reserved / peak allocated,
@@ -347,9 +347,8 @@ static double pattern_pairs(const bench_alloc *A, void *stream, long iters) {
 }
 
 /* Trials of the allocators take turns, median of 7 each: single-thread
- * figures on this host moved by 2x within one run (87 ns for a pair, 168-188
- * ns for the same path later), so one allocator's trials must not all land
- * in one good or bad stretch. ok[i] says which allocators start (warmed up
+ * figures on the GPU host drift a lot within one run (docs/performance.md),
+ * so one allocator's trials must not all land in one good or bad stretch. ok[i] says which allocators start (warmed up
  * by the caller); turn(i, iters, ctx) runs one trial, 0 on success. */
 typedef int (*turn_fn)(int i, long iters, void *ctx);
 static void take_turns(const char *label, int ok[A_COUNT], turn_fn turn, void *ctx, long iters, double out[A_COUNT]) {

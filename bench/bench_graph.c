@@ -19,7 +19,7 @@
 #include <cuda_runtime_api.h>
 
 #include "tcuda.h"
-#include "graph/kernels.h"
+#include "rng/capture_kernels.h"
 
 #define NODES 100
 #define PER_ROUND 100
@@ -48,7 +48,7 @@ static double median(double *v, int n) {
 
 static uint64_t *g_buf;
 static void queue_kernels(cudaStream_t st) {
-  for (int i = 0; i < NODES; i++) CUTRY(tc_graph_set_philox(g_buf + 2 * i, g_buf + 2 * i + 1, i, i, st));
+  for (int i = 0; i < NODES; i++) CUTRY(tc_rng_set_philox_words(g_buf + 2 * i, g_buf + 2 * i + 1, i, i, st));
 }
 
 int main(void) {

@@ -2,7 +2,7 @@
  * the algorithms, independently of src/rng: Philox4x32-10 (Random123),
  * cuRAND's Philox state (curand_init / curand4), torch's launch shape and
  * element mapping, and the uniform and integer transforms
- * (allocator-and-rng.md sections 11 and 13). Normals have no host reference:
+ * (docs/rng.md). Normals have no host reference:
  * they need the GPU's __sincosf and logf. */
 #ifndef TC_RNG_REF_H
 #define TC_RNG_REF_H

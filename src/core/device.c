@@ -50,15 +50,16 @@ void *tc_driver_fn(const char *name) {
   return fn;
 }
 
-/* cudaGetDevice costs ~40 ns, most of a cached malloc. The thread's current
- * context is a cheap driver read, and a context belongs to one device for
- * life, so the answer is remembered per context: a cudaSetDevice made
- * outside tcuda switches the context and misses this cache.
+/* cudaGetDevice is most of a cached malloc's cost (docs/performance.md).
+ * The thread's current context is a cheap driver read, and a context
+ * belongs to one device for life, so the answer is remembered per context:
+ * a cudaSetDevice made outside tcuda switches the context and misses this
+ * cache.
  *
  * A thread that has made no CUDA call has no context, so there is nothing
- * to key on, and cudaGetDevice there cost 1.8 us a call on the H200 host
- * (8 such threads: 14 us each). tcuda's own calls on a cache hit make no
- * CUDA call, so such a thread would pay that forever. When the device's
+ * to key on, and cudaGetDevice there is far slower still, worse with more
+ * such threads (docs/performance.md). tcuda's own calls on a cache hit make
+ * no CUDA call, so such a thread would pay that forever. When the device's
  * primary context already exists, the thread is bound to it, as the
  * runtime's next call on that device would do anyway; no context is ever
  * created here. */

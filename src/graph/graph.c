@@ -1,10 +1,10 @@
 /* CUDA graphs: torch's CUDAGraph (capture, replay, reset, pool, debug dump),
  * its allocator integration (private pools through the policy's
  * beginAllocateToPool), graph-safe RNG, torch.cuda.graph as a scope and
- * make_graphed_callables for C (torch-cuda-internals.md section 6). */
+ * make_graphed_callables for C. Pools: docs/allocator.md; RNG under
+ * capture: docs/rng.md. */
 #include "alloc/alloc.h"
 #include "core/annotate.h"
-#include "graph/kernels.h"
 #include "rng/rng.h"
 #include "stream/stream.h"
 #include <pthread.h>
@@ -43,8 +43,6 @@ struct tcuda_graph {
 static atomic_int g_debug;
 static _Atomic uint64_t g_graph_uid;  /* pools made by graphs: (uid, 0) */
 static _Atomic uint64_t g_handle_uid; /* graph_pool_handle(): (0, uid) */
-/* Registration touches a generator's graph_refs and its device memory. */
-static pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static tcuda_status check_graph(const char *F, const tcuda_graph_t *g) {
   TC_CHECK_ARG(F, g != NULL, "graph");
@@ -111,11 +109,12 @@ tcuda_status tcuda_graph_create(tcuda_graph_t **out) {
   return TCUDA_SUCCESS;
 }
 
-/* ---- generators ---- */
+/* ---- generators ----
+ * The generator's state and its device words belong to the rng layer; a
+ * graph keeps its list and goes through rng.h's graph hooks. */
 
-/* Add gen to g's list; the first graph of a generator gives it the device
- * words kernels read under capture (two 8-byte allocations, as torch's two
- * 1-element tensors). *added says whether it was new. Under g->mu. */
+/* Add gen to g's list (registering g with it). *added says whether it was
+ * new. Under g->mu. */
 static tcuda_status register_gen(const char *F, tcuda_graph_t *g, tcuda_generator_t *gen, int *added) {
   *added = 0;
   for (size_t i = 0; i < g->ngens; i++)
@@ -127,42 +126,16 @@ static tcuda_status register_gen(const char *F, tcuda_graph_t *g, tcuda_generato
     g->gens = n;
     g->capgens = cap;
   }
-  pthread_mutex_lock(&g_reg_mu);
-  tcuda_status s = TCUDA_SUCCESS;
-  if (gen->graph_refs == 0) {
-    tcuda_stream_t cur;
-    void *seed = NULL, *off = NULL;
-    s = tc_stream_current(F, gen->device, &cur);
-    if (!s) s = tcuda_malloc_on(&seed, sizeof(uint64_t), gen->device, cur);
-    if (!s && (s = tcuda_malloc_on(&off, sizeof(uint64_t), gen->device, cur))) (void)tcuda_free(seed);
-    if (!s) {
-      pthread_mutex_lock(&gen->mu);
-      gen->seed_extragraph = (uint64_t *)seed;
-      gen->offset_extragraph = (uint64_t *)off;
-      pthread_mutex_unlock(&gen->mu);
-    }
-  }
+  tcuda_status s = tc_generator_register_graph(F, gen);
   if (!s) {
-    gen->graph_refs++;
     g->gens[g->ngens++] = (gen_entry){gen, 0};
     *added = 1;
   }
-  pthread_mutex_unlock(&g_reg_mu);
   return s;
 }
 
 static void unregister_gen_at(tcuda_graph_t *g, size_t i) {
-  tcuda_generator_t *gen = g->gens[i].gen;
-  pthread_mutex_lock(&g_reg_mu);
-  if (--gen->graph_refs == 0) {
-    pthread_mutex_lock(&gen->mu);
-    void *seed = gen->seed_extragraph, *off = gen->offset_extragraph;
-    gen->seed_extragraph = gen->offset_extragraph = NULL;
-    pthread_mutex_unlock(&gen->mu);
-    (void)tcuda_free(seed);
-    (void)tcuda_free(off);
-  }
-  pthread_mutex_unlock(&g_reg_mu);
+  tc_generator_unregister_graph(g->gens[i].gen);
   g->gens[i] = g->gens[--g->ngens];
 }
 
@@ -180,26 +153,13 @@ tcuda_status tcuda_graph_register_generator(tcuda_graph_t *g, tcuda_generator_t 
   return s;
 }
 
-/* torch's capture_prologue for every registered generator: capture mode on,
- * device words set (seed, offset 0) on the capture stream before capture. */
+/* torch's capture_prologue for every registered generator, on the capture
+ * stream before capture; all or none. */
 static tcuda_status gens_prologue(const char *F, tcuda_graph_t *g, cudaStream_t stream) {
   for (size_t i = 0; i < g->ngens; i++) {
-    tcuda_generator_t *gen = g->gens[i].gen;
-    pthread_mutex_lock(&gen->mu);
-    tcuda_status s = TCUDA_SUCCESS;
-    if (gen->capturing)
-      s = tc_error(TCUDA_ERROR_INVALID_STATE, "%s: the generator %p is already capturing another graph", F,
-                   (void *)gen);
-    cudaError_t e = s ? cudaSuccess : tc_graph_set_philox(gen->seed_extragraph, gen->offset_extragraph, gen->seed, 0, stream);
-    if (!s && e != cudaSuccess) s = tc_cuda_error(e, F, "RNG capture prologue kernel");
-    if (!s) tc_generator_capture_prologue(gen);
-    pthread_mutex_unlock(&gen->mu);
+    tcuda_status s = tc_generator_capture_prologue(F, g->gens[i].gen, stream);
     if (s) {
-      while (i-- > 0) {
-        pthread_mutex_lock(&g->gens[i].gen->mu);
-        (void)tc_generator_capture_epilogue(g->gens[i].gen);
-        pthread_mutex_unlock(&g->gens[i].gen->mu);
-      }
+      while (i-- > 0) (void)tc_generator_capture_epilogue(g->gens[i].gen);
       return s;
     }
   }
@@ -209,9 +169,7 @@ static tcuda_status gens_prologue(const char *F, tcuda_graph_t *g, cudaStream_t 
 static void gens_epilogue(tcuda_graph_t *g, int keep) {
   g->any_rng = 0;
   for (size_t i = 0; i < g->ngens; i++) {
-    pthread_mutex_lock(&g->gens[i].gen->mu);
     uint64_t inc = tc_generator_capture_epilogue(g->gens[i].gen);
-    pthread_mutex_unlock(&g->gens[i].gen->mu);
     g->gens[i].inc = keep ? inc : 0;
     g->any_rng |= g->gens[i].inc != 0;
   }
@@ -278,10 +236,12 @@ static tcuda_status capture_begin_locked(const char *F, tcuda_graph_t *g, const 
     return tc_error(TCUDA_ERROR_INVALID_STATE,
                     "%s: CUDA graphs must be captured on a non-default stream. (However, after capture, it's ok to "
                     "replay them on the default stream.)", F);
-  for (size_t i = 0; i < g->ngens; i++)
-    if (g->gens[i].gen->device != dev)
+  for (size_t i = 0; i < g->ngens; i++) {
+    int gdev = tcuda_generator_device(g->gens[i].gen);
+    if (gdev != dev)
       return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: registered generator %p is on device %d, the capture on %d",
-                      F, (void *)g->gens[i].gen, g->gens[i].gen->device, dev);
+                      F, (void *)g->gens[i].gen, gdev, dev);
+  }
   tc_alloc *a;
   if ((s = tc_alloc_of_device(F, &dev, &a))) return s;
   tcuda_generator_t *defgen;
@@ -444,8 +404,7 @@ tcuda_status tcuda_graph_capture_end(tcuda_graph_t *g) {
 
 /* ---- replay ---- */
 
-/* torch's replay_prologue: the device words get the seed and the offset the
- * replay starts at, and the host offset moves past the whole graph. */
+/* torch's replay_prologue for the generators the graph draws from. */
 static tcuda_status gens_replay_prologue(const char *F, tcuda_graph_t *g, cudaStream_t stream) {
   enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   cudaError_t e = cudaStreamIsCapturing(stream, &cs);
@@ -459,17 +418,7 @@ static tcuda_status gens_replay_prologue(const char *F, tcuda_graph_t *g, cudaSt
                     "replay cannot be captured)", F);
   for (size_t i = 0; i < g->ngens; i++) {
     if (!g->gens[i].inc) continue;
-    tcuda_generator_t *gen = g->gens[i].gen;
-    pthread_mutex_lock(&gen->mu);
-    tcuda_status s = TCUDA_SUCCESS;
-    if (gen->capturing)
-      s = tc_error(TCUDA_ERROR_INVALID_STATE, "%s: generator %p is capturing a graph; replay after capture_end", F,
-                   (void *)gen);
-    else if ((e = tc_graph_set_philox(gen->seed_extragraph, gen->offset_extragraph, gen->seed, gen->offset, stream)))
-      s = tc_cuda_error(e, F, "RNG replay prologue kernel");
-    else
-      gen->offset += g->gens[i].inc;
-    pthread_mutex_unlock(&gen->mu);
+    tcuda_status s = tc_generator_replay_prologue(F, g->gens[i].gen, g->gens[i].inc, stream);
     if (s) return s;
   }
   return TCUDA_SUCCESS;

@@ -1,7 +1,7 @@
 /* Fill functions: torch's argument checks and host arithmetic for
  * uniform_, normal_, random_ and randint, its launch shape and offset
- * advance (allocator-and-rng.md sections 11 and 13), and the launches. */
-#include "rng/rng.h"
+ * advance (docs/rng.md), and the launches. */
+#include "rng/generator.h"
 #include "stream/stream.h"
 #include <float.h>
 #include <math.h>

@@ -1,7 +1,7 @@
 /* Generators: torch's CUDAGeneratorImpl state (seed, Philox offset), the
  * default generator per device, and torch.cuda's seeding and state API
- * (allocator-and-rng.md section 11). */
-#include "rng/rng.h"
+ * (docs/rng.md). */
+#include "rng/generator.h"
 #include "stream/stream.h"
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -103,16 +103,6 @@ tcuda_status tc_generator_philox(const char *F, tcuda_generator_t *g, uint64_t i
     g->offset += inc;
   }
   return TCUDA_SUCCESS;
-}
-
-void tc_generator_capture_prologue(tcuda_generator_t *g) {
-  g->capturing = 1;
-  g->offset_intragraph = 0;
-}
-
-uint64_t tc_generator_capture_epilogue(tcuda_generator_t *g) {
-  g->capturing = 0;
-  return g->offset_intragraph;
 }
 
 /* Setters refuse while a graph is being captured, as torch. Holds g->mu. */

@@ -1,49 +1,38 @@
-/* Internal API of the RNG layer: generator state, torch's launch arithmetic
+/* Internal API of the RNG layer: generators (opaque outside the layer; the
+ * fields are in generator.h), their graph hooks, torch's launch arithmetic
  * and the fill entry point (for tests, benches and the graph layer). */
 #ifndef TC_RNG_H
 #define TC_RNG_H
 #include "core/core.h"
 #include "rng/kernels.h"
-#include <pthread.h>
 
-#define TC_GENERATOR_MAGIC 0x52474e47u /* "GNGR": catches use after destroy */
-
-/* torch's CUDAGeneratorState. While `capturing` (set by the graph layer),
- * fills on a capturing stream get device pointers plus an intragraph offset
- * instead of host values, so kernels need no change for graphs. */
-struct tcuda_generator {
-  unsigned magic;
-  pthread_mutex_t mu;
-  int device;
-  int is_default;
-  uint64_t seed;
-  uint64_t offset; /* philox_offset_per_thread, a multiple of 4 */
-  int capturing;
-  uint64_t *seed_extragraph;   /* device memory, owned by the graph layer */
-  uint64_t *offset_extragraph; /* device memory, owned by the graph layer */
-  uint64_t offset_intragraph;  /* < 2^32 as torch's */
-  int graph_refs;              /* graphs it is registered with; the extragraph
-                                  memory lives while this is > 0 */
-};
-
-/* torch's CUDAGeneratorState graph hooks, for the graph layer. Callers hold
- * g->mu for the last three. */
-/* capture_prologue: capture mode on, intragraph offset 0. */
-void tc_generator_capture_prologue(tcuda_generator_t *g);
+/* ---- capture.c: torch's CUDAGeneratorState graph hooks, for the graph
+ * layer. Each takes the locks it needs; callers hold none of the rng
+ * layer's. */
+/* register_graph: one more graph uses g. The first gives g its device words
+ * (seed, offset) that kernels read under capture: two 8-byte allocations
+ * from the caching allocator on g's device and current stream, as torch's
+ * two 1-element tensors. On error nothing changed. */
+tcuda_status tc_generator_register_graph(const char *func, tcuda_generator_t *g);
+/* unregister_graph: one graph fewer; the last one frees the words. */
+void tc_generator_unregister_graph(tcuda_generator_t *g);
+/* capture_prologue: refuses when g is already capturing; else queues
+ * (seed, offset 0) into the words on `stream` and turns capture mode on
+ * with intragraph offset 0. g must be registered. */
+tcuda_status tc_generator_capture_prologue(const char *func, tcuda_generator_t *g, cudaStream_t stream);
 /* capture_epilogue: capture mode off; returns the whole-graph increment. */
 uint64_t tc_generator_capture_epilogue(tcuda_generator_t *g);
+/* replay_prologue: refuses while g is capturing; else queues (seed, offset)
+ * into the words on `stream`, then moves the offset past the whole graph
+ * (increment). Nothing changes on error. */
+tcuda_status tc_generator_replay_prologue(const char *func, tcuda_generator_t *g, uint64_t increment,
+                                          cudaStream_t stream);
 
 /* The default generator of a resolved, in-range device (created on first
  * use with a nondeterministic seed). */
 tcuda_status tc_default_generator(const char *func, int device, tcuda_generator_t **out);
-void tc_generator_init(tcuda_generator_t *g, int device, uint64_t seed, int is_default);
 /* Check a generator argument (NULL, destroyed). */
 tcuda_status tc_generator_check(const char *func, const tcuda_generator_t *g);
-/* torch's philox_cuda_state(increment): the state for one kernel, then the
- * offset advances by increment rounded up to a multiple of 4. Caller holds
- * g->mu. stream_capturing says whether the launch stream is capturing. */
-tcuda_status tc_generator_philox(const char *func, tcuda_generator_t *g, uint64_t increment,
-                                 int stream_capturing, tc_philox_args *out);
 
 /* getNonDeterministicRandom(is_cuda=true): 64 OS random bits limited to 53. */
 uint64_t tc_rng_nondeterministic_seed(void);

@@ -1,6 +1,6 @@
 /* Events: lazy creation on the recording stream's device, timing, blocking
  * sync and IPC, plus the stream operations built on events. Follows
- * ATen's CUDAEvent and torch.cuda.Event (torch-cuda-internals.md section 3). */
+ * ATen's CUDAEvent and torch.cuda.Event. */
 #include "stream.h"
 #include <pthread.h>
 #include <stdatomic.h>

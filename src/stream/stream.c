@@ -1,6 +1,6 @@
 /* Streams: per-device pools, dedicated and external streams, the default
  * stream, the per-thread current stream and the stream guard. Follows c10's
- * CUDAStream and torch.cuda.Stream (torch-cuda-internals.md section 1). */
+ * CUDAStream and torch.cuda.Stream. */
 #include "stream.h"
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,7 +1,7 @@
 /* The allocator engine's core rules on the simulated backend: rounding,
  * pools, segment sizes, best fit, split, merge and the stats after each
  * step. Every expected number is worked out by hand from PyTorch's rules
- * (docs/pytorch/allocator-and-rng.md sections 1, 2, 4 and 12). */
+ * (docs/allocator.md). */
 #include "test_alloc_policy_util.h"
 
 static void test_round_size(void) {
@@ -23,7 +23,7 @@ static void test_round_size(void) {
   CHECK_EQ_INT(tc_alloc_round_size(&c, 100 * MiB), 112 * MiB);
 
   /* [256:4,>:1]: slots 0..8 get 4 (the first key fills lower slots), '>'
-   * fills 9..15 and leaves slot 8 (256-511 MiB) alone (section 12.6). */
+   * fills 9..15 and leaves slot 8 (256-511 MiB) alone (docs/allocator.md). */
   CHECK_OK(tc_alloc_config_parse("roundup_power2_divisions:[256:4,>:1]", &c));
   CHECK_EQ_INT(tc_alloc_round_size(&c, 100 * MiB), 112 * MiB);
   CHECK_EQ_INT(tc_alloc_round_size(&c, 300 * MiB), 320 * MiB);

@@ -1,7 +1,7 @@
 /* cuBLAS handle pool parts that need no GPU: CUBLAS_WORKSPACE_CONFIG parsing
  * (PyTorch's defaults and syntax) and the no-CUDA path. */
 #include "harness.h"
-#include "blas.h"
+#include "blas/blas.h"
 
 static void workspace_sizes(void) {
   size_t b = 0;

@@ -3,7 +3,7 @@
  * the library's argument checks and state API, and CUDA-less behaviour. */
 #include "harness.h"
 #include "rng_ref.h"
-#include "rng/rng.h"
+#include "rng/generator.h"
 #include <float.h>
 #include <math.h>
 

@@ -2,7 +2,7 @@
  * from a per-device pool, bound to the current stream on every call, with a
  * workspace per (handle, stream) from the tcuda caching allocator. cuBLAS is
  * dlopen'ed on first use, so programs that never ask pay nothing at start. */
-#include "blas.h"
+#include "blas/blas.h"
 #include "core/core.h"
 #include "stream/stream.h"
 #include <cublas_v2.h>
