@@ -13,6 +13,7 @@ __all__ = ["get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state
            "uniform_", "normal_", "random_"]
 
 _U64 = (1 << 64) - 1
+_STATE_SIZE = 16  # TCUDA_RNG_STATE_SIZE: uint64 seed, int64 offset
 _TORCH_DEFAULT_SEED = 67280421310721  # torch.Generator's seed before manual_seed
 
 
@@ -39,7 +40,7 @@ def _dev(device):
 
 def get_rng_state(device="cuda"):
     """The default generator's state: 16 bytes (seed, offset), as torch's ByteTensor holds."""
-    buf = (c_ubyte * 16)()
+    buf = (c_ubyte * _STATE_SIZE)()
     check(lib.tcuda_get_rng_state(_dev(device), buf))
     return bytes(buf)
 
@@ -51,9 +52,9 @@ def set_rng_state(new_state, device="cuda"):
 
 def get_rng_state_all():
     n = device_count()
-    buf = ctypes.create_string_buffer(16 * max(n, 1))
-    check(lib.tcuda_get_rng_state_all(buf, 16 * n))
-    return [buf.raw[16 * i:16 * (i + 1)] for i in range(n)]
+    buf = ctypes.create_string_buffer(_STATE_SIZE * max(n, 1))
+    check(lib.tcuda_get_rng_state_all(buf, _STATE_SIZE * n))
+    return [buf.raw[_STATE_SIZE * i:_STATE_SIZE * (i + 1)] for i in range(n)]
 
 
 def set_rng_state_all(new_states):
@@ -120,7 +121,7 @@ class Generator:
         return s.value
 
     def get_state(self):
-        buf = (c_ubyte * 16)()
+        buf = (c_ubyte * _STATE_SIZE)()
         check(lib.tcuda_generator_get_state(self._g, buf))
         return bytes(buf)
 
