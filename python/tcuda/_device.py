@@ -2,7 +2,7 @@
 import ctypes
 from ctypes import byref, c_int, c_size_t
 
-from ._lib import DeviceGuardT, DevicePropertiesT, check, lib
+from ._lib import DeviceGuardT, DevicePropertiesT, check, int_arg, lib
 
 __all__ = ["is_available", "is_initialized", "init", "device_count", "current_device", "set_device", "device",
            "device_of", "get_device_name", "get_device_capability", "get_device_properties", "synchronize",
@@ -18,17 +18,17 @@ def _device_index(device, optional=True):
     if isinstance(device, bool):
         raise TypeError("tcuda: invalid device %r" % (device,))
     if isinstance(device, int):
-        return device
+        return int_arg(device, "device")
     if isinstance(device, str):
         kind, _, idx = device.partition(":")
         if kind != "cuda":
             raise ValueError("tcuda: expected a CUDA device, got %r" % device)
-        return int(idx) if idx else -1
+        return int_arg(idx, "device") if idx else -1
     kind, idx = getattr(device, "type", None), getattr(device, "index", None)
     if kind is not None:  # torch.device
         if kind != "cuda":
             raise ValueError("tcuda: expected a CUDA device, got %r" % (device,))
-        return -1 if idx is None else int(idx)
+        return -1 if idx is None else int_arg(idx, "device")
     raise TypeError("tcuda: invalid device %r" % (device,))
 
 

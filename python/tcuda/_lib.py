@@ -11,7 +11,8 @@ from ctypes import (POINTER, Structure, c_char, c_char_p, c_double, c_float, c_i
                     c_ssize_t, c_ubyte, c_uint, c_uint64, c_void_p)
 
 __all__ = ["lib", "library_path", "TcudaError", "OutOfMemoryError", "check", "StreamT", "StatT", "HostMemoryStatsT",
-           "GraphPoolT", "GraphScopeT"]
+           "GraphPoolT", "GraphScopeT", "size_arg", "int_arg", "int64_arg", "uint64_arg", "pointer_arg", "c_string",
+           "c_path"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -103,6 +104,67 @@ def take_string(ptr):
         return ctypes.string_at(ptr).decode("utf-8", "replace")
     finally:
         lib.tcuda_string_free(ptr)
+
+
+# ---- arguments for C ----
+# ctypes wraps a Python int that does not fit the C type (2**64 becomes a
+# size_t of 0, -1 becomes SIZE_MAX) and c_char_p stops at the first NUL,
+# both silently. Every value a caller hands to C goes through one of these.
+
+def _bits_max(ctype):
+    return (1 << (8 * ctypes.sizeof(ctype))) - 1
+
+
+_SIZE_MAX = _bits_max(c_size_t)
+_PTR_MAX = _bits_max(c_void_p)
+_INT_MAX = _bits_max(c_int) >> 1
+
+
+def _ranged(value, lo, hi, what, cname):
+    v = int(value)
+    if v < lo and lo == 0:
+        raise ValueError("tcuda: %s %d is negative" % (what, v))
+    if not lo <= v <= hi:
+        raise OverflowError("tcuda: %s %d does not fit in %s (%d to %d)" % (what, v, cname, lo, hi))
+    return v
+
+
+def size_arg(value, what="size"):
+    """A size_t: ValueError when negative, OverflowError past SIZE_MAX."""
+    return _ranged(value, 0, _SIZE_MAX, what, "size_t")
+
+
+def int_arg(value, what):
+    return _ranged(value, -_INT_MAX - 1, _INT_MAX, what, "int")
+
+
+def int64_arg(value, what):
+    return _ranged(value, -(1 << 63), (1 << 63) - 1, what, "int64_t")
+
+
+def uint64_arg(value, what):
+    return _ranged(value, 0, (1 << 64) - 1, what, "uint64_t")
+
+
+def pointer_arg(value, what="pointer"):
+    """An address as an int, or None for 0 (ctypes passes None as NULL)."""
+    return _ranged(value, 0, _PTR_MAX, what, "a pointer") or None
+
+
+def c_string(value, what):
+    """str (UTF-8) or bytes for a const char* that must arrive whole."""
+    b = value if isinstance(value, bytes) else str(value).encode()
+    if b"\0" in b:
+        raise ValueError("tcuda: %s %r contains a NUL character, where C would cut it" % (what, value))
+    return b
+
+
+def c_path(value, what="path"):
+    """A file name (str, bytes or os.PathLike) for a const char*."""
+    b = os.fsencode(value)
+    if b"\0" in b:
+        raise ValueError("tcuda: %s %r contains a NUL character, where C would cut it" % (what, value))
+    return b
 
 
 # ---- C types ----

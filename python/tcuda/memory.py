@@ -8,7 +8,7 @@ import json
 from ctypes import byref, c_double, c_int64, c_void_p
 
 from ._device import _device_index
-from ._lib import HostMemoryStatsT, check, lib, take_string
+from ._lib import HostMemoryStatsT, c_string, check, lib, pointer_arg, size_arg, take_string
 
 __all__ = ["memory_stats", "memory_stats_as_nested_dict", "memory_summary", "memory_snapshot",
            "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
@@ -104,28 +104,29 @@ def caching_allocator_alloc(size, device=None, stream=None):
     """Device memory from the cache, as an int address; torch's signature.
     It belongs to `stream` (default: the current stream of the device)."""
     from .streams import current_stream
+    size = size_arg(size)
     if stream is None:
         stream = current_stream(device)
     dev = _device_index(device)
     if dev == -1:
         dev = stream.device
     p = c_void_p()
-    check(lib.tcuda_malloc_on(byref(p), int(size), dev, stream._s))
+    check(lib.tcuda_malloc_on(byref(p), size, dev, stream._s))
     return p.value or 0
 
 
 def caching_allocator_delete(mem_ptr):
-    check(lib.tcuda_free(int(mem_ptr) or None))
+    check(lib.tcuda_free(pointer_arg(mem_ptr, "mem_ptr")))
 
 
 def record_stream(mem_ptr, stream):
     """Tensor.record_stream for an address from caching_allocator_alloc."""
-    check(lib.tcuda_record_stream(int(mem_ptr) or None, stream._s))
+    check(lib.tcuda_record_stream(pointer_arg(mem_ptr, "mem_ptr"), stream._s))
 
 
 def set_allocator_settings(settings):
     """torch.cuda.memory._set_allocator_settings("key:value,...")."""
-    check(lib.tcuda_allocator_set_config(settings.encode()))
+    check(lib.tcuda_allocator_set_config(c_string(settings, "settings")))
 
 
 def get_allocator_settings():
@@ -198,18 +199,19 @@ empty_host_cache = host_empty_cache
 def host_alloc(size):
     """Page-locked host memory from the cache, as an int address (0 for size
     0); what torch.empty(..., pin_memory=True) takes from torch's cache."""
+    size = size_arg(size)
     p = c_void_p()
-    check(lib.tcuda_host_alloc(byref(p), int(size)))
+    check(lib.tcuda_host_alloc(byref(p), size))
     return p.value or 0
 
 
 def host_free(ptr):
     """Return a host_alloc block; reused once the streams named in
     host_record_stream are done with it."""
-    check(lib.tcuda_host_free(int(ptr) or None))
+    check(lib.tcuda_host_free(pointer_arg(ptr, "ptr")))
 
 
 def host_record_stream(ptr, stream):
     """Work on `stream` uses the host_alloc block at ptr (torch records this
     on every non_blocking copy from pinned memory)."""
-    check(lib.tcuda_host_record_stream(int(ptr) or None, stream._s))
+    check(lib.tcuda_host_record_stream(pointer_arg(ptr, "ptr"), stream._s))

@@ -6,7 +6,7 @@ from ctypes import byref, c_ubyte, c_uint64, c_void_p
 
 from . import _dlpack
 from ._device import _device_index, device_count
-from ._lib import check, lib
+from ._lib import check, int64_arg, lib, uint64_arg
 
 __all__ = ["get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all", "manual_seed",
            "manual_seed_all", "seed", "seed_all", "initial_seed", "Generator", "default_generator",
@@ -136,7 +136,7 @@ class Generator:
         return o.value
 
     def set_offset(self, offset):
-        check(lib.tcuda_generator_set_offset(self._g, int(offset)))
+        check(lib.tcuda_generator_set_offset(self._g, uint64_arg(offset, "offset")))
         return self
 
 
@@ -177,8 +177,8 @@ def random_(tensor, *args, generator=None):
     if not args:
         return _fill(lib.tcuda_rand_random, tensor, generator)
     if len(args) == 1:
-        return _fill(lib.tcuda_rand_randint, tensor, generator, 0, int(args[0]))
+        return _fill(lib.tcuda_rand_randint, tensor, generator, 0, int64_arg(args[0], "to"))
     low, high = args
     if high is None:
-        return _fill(lib.tcuda_rand_random_from, tensor, generator, int(low))
-    return _fill(lib.tcuda_rand_randint, tensor, generator, int(low), int(high))
+        return _fill(lib.tcuda_rand_random_from, tensor, generator, int64_arg(low, "from_"))
+    return _fill(lib.tcuda_rand_randint, tensor, generator, int64_arg(low, "from_"), int64_arg(high, "to"))

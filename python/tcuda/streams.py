@@ -3,7 +3,7 @@ import ctypes
 from ctypes import byref, c_float, c_int, c_void_p
 
 from ._device import _device_index
-from ._lib import StreamGuardT, StreamT, check, lib
+from ._lib import StreamGuardT, StreamT, check, int_arg, lib, pointer_arg
 
 __all__ = ["Stream", "ExternalStream", "Event", "StreamContext", "stream", "current_stream", "default_stream",
            "set_stream"]
@@ -20,7 +20,7 @@ class Stream:
         st = kwargs.get("_stream")
         if st is None:
             st = StreamT()
-            check(lib.tcuda_stream_from_pool(_device_index(device), int(priority), byref(st)))
+            check(lib.tcuda_stream_from_pool(_device_index(device), int_arg(priority, "priority"), byref(st)))
         self._s = st
         return self
 
@@ -96,7 +96,7 @@ class ExternalStream(Stream):
 
     def __new__(cls, stream_ptr, device=None, **kwargs):
         st = StreamT()
-        check(lib.tcuda_stream_external(int(stream_ptr) or None, _device_index(device), byref(st)))
+        check(lib.tcuda_stream_external(pointer_arg(stream_ptr, "stream_ptr"), _device_index(device), byref(st)))
         self = object.__new__(cls)
         self._s = st
         return self

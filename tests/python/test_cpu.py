@@ -417,3 +417,100 @@ def test_torch_and_cupy_helpers_need_their_framework():
     if not has_torch:
         with pytest.raises(ImportError):
             tcuda.interop.torch_allocator()
+
+
+# ---- arguments C cannot hold: ctypes would wrap or cut them silently ----
+
+_SIZE_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_size_t))) - 1
+
+
+def test_sizes_beyond_size_t_raise_overflow_error():
+    # ctypes wraps: host_alloc(2**64) asked for 0 bytes and "succeeded",
+    # caching_allocator_alloc(2**64 + 16) asked for 16.
+    for size in (_SIZE_MAX + 1, 2**64 + 16, 2**100):
+        with pytest.raises(OverflowError, match="size_t"):
+            tcuda.host_alloc(size)
+        with pytest.raises(OverflowError, match="size_t"):
+            tcuda.caching_allocator_alloc(size)
+    with pytest.raises(OverflowError):
+        tcuda.comm.broadcast_coalesced([object()], [0], buffer_size=2**64)
+
+
+def test_negative_sizes_raise_value_error():
+    # host_alloc(-1) asked for SIZE_MAX bytes.
+    for size in (-1, -(2**64)):
+        with pytest.raises(ValueError, match="negative"):
+            tcuda.host_alloc(size)
+        with pytest.raises(ValueError, match="negative"):
+            tcuda.caching_allocator_alloc(size)
+    with pytest.raises(ValueError, match="negative"):
+        tcuda.comm.reduce_add_coalesced([[object()]], buffer_size=-1)
+
+
+def test_device_indexes_beyond_int_raise():
+    # c_int wraps 2**32 to device 0.
+    for dev in (2**31, 2**32, -(2**31) - 1):
+        with pytest.raises(OverflowError, match="device"):
+            tcuda.set_device(dev)
+        with pytest.raises(OverflowError, match="device"):
+            tcuda.device(dev)
+        with pytest.raises(OverflowError, match="device"):
+            tcuda.get_device_name(dev)
+    with pytest.raises(OverflowError, match="priority"):
+        tcuda.Stream(priority=2**32)
+
+
+def test_pointers_beyond_64_bits_raise():
+    # c_void_p wraps 2**64 to NULL: host_free(2**64) "freed" nothing.
+    for bad, exc in ((2**64, OverflowError), (-1, ValueError)):
+        with pytest.raises(exc):
+            tcuda.host_free(bad)
+        with pytest.raises(exc):
+            tcuda.caching_allocator_delete(bad)
+        with pytest.raises(exc):
+            tcuda.ExternalStream(bad)
+
+
+def test_64_bit_integers_out_of_range_raise():
+    with pytest.raises(ValueError, match="negative"):
+        tcuda.nvtx.range_end(-1)
+    with pytest.raises(OverflowError):
+        tcuda.nvtx.range_end(2**64)
+    g = object.__new__(tcuda.Generator)   # a NULL handle: the check must come first
+    g._g, g._owned = ctypes.c_void_p(), False
+    with pytest.raises(ValueError, match="negative"):
+        g.set_offset(-4)
+    with pytest.raises(OverflowError):
+        g.set_offset(2**64)
+    with pytest.raises(OverflowError):
+        tcuda.random_(object(), 2**70)
+    with pytest.raises(OverflowError):
+        tcuda.random_(object(), -(2**63) - 1, 0)
+    with pytest.raises(OverflowError):
+        tcuda.comm.scatter(object(), [0], chunk_sizes=[2**64])
+    with pytest.raises(OverflowError):
+        tcuda.comm.gather([object()], dim=2**63)
+    with pytest.raises(OverflowError):      # was masked to (0, 1)
+        tcuda.CUDAGraph().capture_begin(pool=(2**64, 1))
+    with pytest.raises(ValueError, match="negative"):
+        tcuda.CUDAGraph().capture_begin(pool=(0, -1))
+
+
+def test_strings_with_nul_raise_value_error():
+    # c_char_p stops at the NUL: "expandable_segments:True\0junk" applied
+    # only the first part, and NVTX names were cut.
+    cases = [
+        lambda: tcuda.set_allocator_settings("max_split_size_mb:100\0garbage"),
+        lambda: tcuda.nvtx.range_push("a\0b"),
+        lambda: tcuda.nvtx.mark("a\0b"),
+        lambda: tcuda.nvtx.range_start("a\0b"),
+        lambda: tcuda.CUDAGraph().capture_begin(capture_error_mode="global\0x"),
+        lambda: tcuda.graph(tcuda.CUDAGraph(), capture_error_mode="relaxed\0"),
+        lambda: tcuda.CUDAGraph().debug_dump("/tmp/x\0.dot"),
+    ]
+    for call in cases:
+        with pytest.raises(ValueError, match="NUL"):
+            call()
+    with tcuda.nvtx.range("{}", "ok"):   # a formatted name without NUL still works
+        pass
+    assert tcuda.get_allocator_settings().startswith("backend:native")
