@@ -175,10 +175,16 @@ def can_device_access_peer(device, peer_device):
 
 
 def get_arch_list():
+    """Architectures libtcuda's kernels were built for; [] without CUDA, as torch's."""
+    if not is_available():
+        return []
     s = lib.tcuda_get_arch_list().decode()
     return s.split() if s else []
 
 
 def get_gencode_flags():
+    """nvcc -gencode flags of libtcuda's kernels; "" without CUDA, as torch's."""
+    if not is_available():
+        return ""
     return lib.tcuda_get_gencode_flags().decode()
 

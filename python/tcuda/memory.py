@@ -21,10 +21,18 @@ __all__ = ["memory_stats", "memory_stats_as_nested_dict", "memory_summary", "mem
            "host_record_stream"]
 
 
+def _initialized():
+    return bool(lib.tcuda_is_initialized())
+
+
 def memory_stats(device=None):
-    """An OrderedDict with PyTorch's dotted keys, sorted, as torch.cuda.memory_stats()."""
+    """An OrderedDict with PyTorch's dotted keys, sorted, as torch.cuda.memory_stats().
+    Empty before tcuda is initialised (no CUDA call yet, or no CUDA), as torch's."""
+    dev = _device_index(device)
+    if not _initialized():
+        return collections.OrderedDict()
     out = c_void_p()
-    check(lib.tcuda_memory_stats_json(_device_index(device), byref(out)))
+    check(lib.tcuda_memory_stats_json(dev, byref(out)))
     flat = json.loads(take_string(out))
     return collections.OrderedDict(sorted(flat.items()))
 
@@ -54,9 +62,13 @@ def memory_snapshot():
 
 
 def _query(fn):
+    # torch reads memory_stats(device).get(key, 0): 0 before initialisation.
     def query(device=None):
+        dev = _device_index(device)
+        if not _initialized():
+            return 0
         v = c_int64()
-        check(fn(_device_index(device), byref(v)))
+        check(fn(dev, byref(v)))
         return v.value
     query.__name__ = fn.__name__[len("tcuda_"):]
     return query
@@ -145,6 +157,13 @@ _HOST_STAT_KEYS = (("allocations", "segment"), ("allocated_bytes", "reserved_byt
 
 
 def host_memory_stats_as_nested_dict():
+    """torch's nested form of host_memory_stats(); {} before tcuda is initialised, as torch's."""
+    if not _initialized():
+        return {}
+    return _host_stats_nested()
+
+
+def _host_stats_nested():
     s = HostMemoryStatsT()
     check(lib.tcuda_host_memory_stats(byref(s)))
     out = {}
@@ -166,7 +185,12 @@ def host_memory_stats():
     and not yet reusable; num_host_alloc / num_host_free: cudaHostAlloc /
     cudaFreeHost calls; host_alloc_time / host_free_time: their durations in
     microseconds. Peaks are exact (torch sums per-size peaks for the active
-    stats). Works without CUDA (all zero)."""
+    stats). Empty before tcuda is initialised, as torch's."""
+    return _flatten(host_memory_stats_as_nested_dict())
+
+
+def _flatten(nested):
+    """{"a": {"b": 1}} -> OrderedDict({"a.b": 1}), keys sorted, as torch's."""
     flat = []
 
     def walk(prefix, obj):
@@ -175,7 +199,7 @@ def host_memory_stats():
                 walk(prefix + k + ".", v)
             else:
                 flat.append((prefix + k, v))
-    walk("", host_memory_stats_as_nested_dict())
+    walk("", nested)
     return collections.OrderedDict(sorted(flat))
 
 

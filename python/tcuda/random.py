@@ -46,19 +46,30 @@ def get_rng_state(device="cuda"):
 
 
 def set_rng_state(new_state, device="cuda"):
+    """Without CUDA it does nothing, as torch's (which queues it for an
+    initialisation that never comes)."""
     b = _state_bytes(new_state)
-    check(lib.tcuda_set_rng_state(_dev(device), b, len(b)))
+    dev = _dev(device)
+    if not lib.tcuda_is_available():
+        return
+    check(lib.tcuda_set_rng_state(dev, b, len(b)))
 
 
 def get_rng_state_all():
+    """One state per device: [] without CUDA, as torch's."""
     n = device_count()
+    if n == 0:
+        return []
     buf = ctypes.create_string_buffer(_STATE_SIZE * max(n, 1))
     check(lib.tcuda_get_rng_state_all(buf, _STATE_SIZE * n))
     return [buf.raw[_STATE_SIZE * i:_STATE_SIZE * (i + 1)] for i in range(n)]
 
 
 def set_rng_state_all(new_states):
+    """States for devices 0, 1, ...; an empty list, or no CUDA, does nothing, as torch's."""
     b = b"".join(_state_bytes(s) for s in new_states)
+    if not b or not lib.tcuda_is_available():
+        return
     check(lib.tcuda_set_rng_state_all(b, len(b)))
 
 

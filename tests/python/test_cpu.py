@@ -58,10 +58,7 @@ def test_calls_that_need_cuda_raise_not_available():
     _raises(lambda: tcuda.ExternalStream(0x1234), na, "tcuda_stream_external")
     _raises(tcuda.current_stream, na, "tcuda_current_stream")
     _raises(tcuda.default_stream, na)
-    _raises(tcuda.memory_stats, na, "tcuda_memory_stats_json")
     _raises(tcuda.memory_summary, na, "tcuda_memory_summary")
-    _raises(tcuda.memory_allocated, na, "tcuda_memory_allocated")
-    _raises(tcuda.max_memory_reserved, na, "tcuda_max_memory_reserved")
     _raises(tcuda.reset_peak_memory_stats, na, "tcuda_reset_peak_memory_stats")
     _raises(lambda: tcuda.caching_allocator_alloc(1024), na)
     _raises(lambda: tcuda.get_rng_state(), na, "tcuda_get_rng_state")
@@ -163,26 +160,31 @@ _HOST_KEYS = sorted("%s.%s" % (k, m) for k in ("allocations", "allocated_bytes",
 
 
 def test_host_memory_stats_keys_are_torchs():
-    st = tcuda.host_memory_stats()
+    # What host_memory_stats() returns once tcuda is initialised (before,
+    # it is empty, as torch's).
+    nested = tcuda.memory._host_stats_nested()
+    st = tcuda.memory._flatten(nested)
     assert list(st) == sorted(_HOST_KEYS)   # torch 2.10+'s names, sorted as torch's OrderedDict
-    nested = tcuda.host_memory_stats_as_nested_dict()
     assert set(nested) == {"allocations", "allocated_bytes", "active_requests", "active_bytes",
                            "host_alloc_time", "host_free_time", "num_host_alloc", "num_host_free"}
     assert nested["allocations"]["current"] == st["allocations.current"]
+    if tcuda.is_initialized():
+        assert tcuda.host_memory_stats() == st and tcuda.host_memory_stats_as_nested_dict() == nested
     assert tcuda.memory.host_memory_stats is tcuda.host_memory_stats
     assert tcuda.empty_host_cache is tcuda.host_empty_cache
 
 
 @gpu_absent
 def test_host_memory_without_gpu():
-    assert all(v == 0 for v in tcuda.host_memory_stats().values())
+    assert tcuda.host_memory_stats() == {} and tcuda.host_memory_stats_as_nested_dict() == {}
+    assert all(v == 0 for v in tcuda.memory._flatten(tcuda.memory._host_stats_nested()).values())
     tcuda.reset_peak_host_memory_stats()
     tcuda.reset_accumulated_host_memory_stats()
     tcuda.host_empty_cache()
     tcuda.host_free(0)                   # like free(NULL)
     _raises(lambda: tcuda.host_alloc(4096), "TCUDA_ERROR_NOT_AVAILABLE", "tcuda_host_alloc", "CUDA is not available")
     assert tcuda.host_alloc(0) == 0      # torch: no block for 0 bytes
-    assert all(v == 0 for v in tcuda.host_memory_stats().values())
+    assert all(v == 0 for v in tcuda.memory._flatten(tcuda.memory._host_stats_nested()).values())
 
 
 def test_host_memory_bad_pointers():
@@ -514,3 +516,150 @@ def test_strings_with_nul_raise_value_error():
     with tcuda.nvtx.range("{}", "ok"):   # a formatted name without NUL still works
         pass
     assert tcuda.get_allocator_settings().startswith("backend:native")
+
+
+# ---- every public name without a GPU, as torch.cuda behaves (docs/python.md) ----
+
+class _NA:
+    """The call raises TcudaError TCUDA_ERROR_NOT_AVAILABLE ("CUDA is not available")."""
+
+
+class _Is:
+    def __init__(self, pred, what):
+        self.pred, self.what = pred, what
+
+
+class _FakeStream:   # a Stream cannot be made without CUDA; its C value can
+    _s = tcuda._lib.StreamT()
+
+
+def _enter(cm):
+    with cm:
+        return "entered"
+
+
+def _no_gpu_rows(tmp_path):
+    host, _m = _host_tensor([1.0])
+    return {
+        # devices
+        "is_available": (tcuda.is_available, False),
+        "is_initialized": (tcuda.is_initialized, False),
+        "init": (tcuda.init, _NA),
+        "device_count": (tcuda.device_count, 0),
+        "current_device": (tcuda.current_device, _NA),
+        "set_device": (lambda: (tcuda.set_device(-1), tcuda.set_device(0)), _NA),   # -1: no-op, as torch
+        "device": (lambda: (_enter(tcuda.device(None)), _enter(tcuda.device(0))), _NA),
+        "device_of": (lambda: _enter(tcuda.device_of(host)), "entered"),          # host tensor: no-op
+        "get_device_name": (tcuda.get_device_name, _NA),
+        "get_device_capability": (tcuda.get_device_capability, _NA),
+        "get_device_properties": (tcuda.get_device_properties, _NA),
+        "synchronize": (tcuda.synchronize, _NA),
+        "mem_get_info": (tcuda.mem_get_info, _NA),
+        "can_device_access_peer": (lambda: tcuda.can_device_access_peer(0, 1), _NA),
+        "get_arch_list": (tcuda.get_arch_list, []),
+        "get_gencode_flags": (tcuda.get_gencode_flags, ""),
+        "unavailable_reason": (tcuda.unavailable_reason, _Is(lambda v: isinstance(v, str) and v, "a reason")),
+        # streams and events
+        "Stream": (tcuda.Stream, _NA),
+        "ExternalStream": (lambda: tcuda.ExternalStream(0x1234), _NA),
+        "current_stream": (tcuda.current_stream, _NA),
+        "default_stream": (tcuda.default_stream, _NA),
+        "set_stream": (lambda: tcuda.set_stream(None), None),
+        "stream": (lambda: _enter(tcuda.stream(None)), "entered"),
+        "StreamContext": (lambda: _enter(tcuda.StreamContext(None)), "entered"),
+        "Event": (lambda: tcuda.Event().query(), True),        # made lazily; record() raises
+        # caching allocator
+        "caching_allocator_alloc": (lambda: tcuda.caching_allocator_alloc(1), _NA),
+        "caching_allocator_delete": (lambda: tcuda.caching_allocator_delete(0), None),
+        "empty_cache": (tcuda.empty_cache, None),
+        "memory_stats": (tcuda.memory_stats, _Is(lambda v: v == {} and type(v).__name__ == "OrderedDict",
+                                                 "an empty OrderedDict")),
+        "memory_stats_as_nested_dict": (tcuda.memory_stats_as_nested_dict, {}),
+        "memory_allocated": (tcuda.memory_allocated, 0),
+        "max_memory_allocated": (tcuda.max_memory_allocated, 0),
+        "memory_reserved": (tcuda.memory_reserved, 0),
+        "max_memory_reserved": (tcuda.max_memory_reserved, 0),
+        "memory_cached": (tcuda.memory_cached, 0),
+        "max_memory_cached": (tcuda.max_memory_cached, 0),
+        "memory_summary": (tcuda.memory_summary, _NA),
+        "memory_snapshot": (tcuda.memory_snapshot, []),
+        "reset_peak_memory_stats": (tcuda.reset_peak_memory_stats, _NA),
+        "reset_accumulated_memory_stats": (tcuda.reset_accumulated_memory_stats, _NA),
+        "reset_max_memory_allocated": (tcuda.reset_max_memory_allocated, _NA),
+        "reset_max_memory_cached": (tcuda.reset_max_memory_cached, _NA),
+        "set_per_process_memory_fraction": (lambda: tcuda.set_per_process_memory_fraction(0.5), _NA),
+        "get_per_process_memory_fraction": (tcuda.get_per_process_memory_fraction, _NA),
+        "set_allocator_settings": (lambda: tcuda.set_allocator_settings("max_split_size_mb:20"), None),
+        "get_allocator_settings": (tcuda.get_allocator_settings,
+                                   _Is(lambda v: v.startswith("backend:native"), "the settings")),
+        "record_stream": (lambda: tcuda.memory.record_stream(0x1000, _FakeStream()), _NA),
+        # pinned host memory
+        "host_alloc": (lambda: tcuda.host_alloc(1), _NA),
+        "host_free": (lambda: tcuda.host_free(0), None),
+        "host_record_stream": (lambda: tcuda.host_record_stream(0x1000, _FakeStream()),
+                               _Is(lambda e: isinstance(e, tcuda.TcudaError), "TCUDA_ERROR_INVALID_POINTER")),
+        "host_empty_cache": (tcuda.host_empty_cache, None),
+        "empty_host_cache": (tcuda.empty_host_cache, None),
+        "host_memory_stats": (tcuda.host_memory_stats, {}),
+        "host_memory_stats_as_nested_dict": (tcuda.host_memory_stats_as_nested_dict, {}),
+        "reset_peak_host_memory_stats": (tcuda.reset_peak_host_memory_stats, None),
+        "reset_accumulated_host_memory_stats": (tcuda.reset_accumulated_host_memory_stats, None),
+        # RNG
+        "manual_seed": (lambda: tcuda.manual_seed(1), None),
+        "manual_seed_all": (lambda: tcuda.manual_seed_all(1), None),
+        "seed": (tcuda.seed, None),
+        "seed_all": (tcuda.seed_all, None),
+        "initial_seed": (tcuda.initial_seed, _NA),
+        "get_rng_state": (tcuda.get_rng_state, _NA),
+        "get_rng_state_all": (tcuda.get_rng_state_all, []),
+        "set_rng_state": (lambda: tcuda.set_rng_state(bytes(16)), None),
+        "set_rng_state_all": (lambda: tcuda.set_rng_state_all([bytes(16)]), None),
+        "Generator": (tcuda.Generator, _NA),
+        "default_generator": (tcuda.default_generator, _NA),
+        "uniform_": (lambda: tcuda.uniform_(host), _Is(lambda e: isinstance(e, ValueError), "ValueError")),
+        "normal_": (lambda: tcuda.normal_(host), _Is(lambda e: isinstance(e, ValueError), "ValueError")),
+        "random_": (lambda: tcuda.random_(host), _Is(lambda e: isinstance(e, ValueError), "ValueError")),
+        # graphs
+        "CUDAGraph": (lambda: tcuda.CUDAGraph().raw_cuda_graph_exec(), 0),   # torch raises here: see docs
+        "graph": (lambda: _enter(tcuda.graph(tcuda.CUDAGraph())), _NA),
+        "graph_pool_handle": (tcuda.graph_pool_handle, _Is(lambda v: v[0] == 0 and v[1] > 0, "(0, uid)")),
+        "is_current_stream_capturing": (tcuda.is_current_stream_capturing, False),
+        "make_graphed_callables": (lambda: tcuda.make_graphed_callables(None, ()),
+                                   _Is(lambda e: isinstance(e, NotImplementedError), "NotImplementedError")),
+        # the package itself
+        "Tensor": (lambda: tcuda.Tensor.__name__, "Tensor"),
+        "TcudaError": (lambda: issubclass(tcuda.TcudaError, RuntimeError), True),
+        "OutOfMemoryError": (lambda: issubclass(tcuda.OutOfMemoryError, tcuda.TcudaError), True),
+        "library_path": (tcuda.library_path, _Is(os.path.isabs, "an absolute path")),
+        "library_version": (tcuda.library_version, tcuda.__version__),
+    }
+
+
+def _public_names():
+    import types
+    return sorted(n for n in tcuda.__all__ if not isinstance(getattr(tcuda, n), types.ModuleType)) + \
+        sorted(n for n in tcuda.memory.__all__ if n not in tcuda.__all__)
+
+
+@gpu_absent
+def test_every_public_name_without_gpu(tmp_path):
+    rows = _no_gpu_rows(tmp_path)
+    assert sorted(set(_public_names()) - set(rows)) == [], "public names without a no-GPU row"
+    assert sorted(set(rows) - set(_public_names())) == [], "rows for names that are not public"
+    bad = []
+    for name, (call, want) in sorted(rows.items()):
+        try:
+            got = call()
+        except Exception as e:  # noqa: BLE001 - the outcome is what is checked
+            if want is _NA and isinstance(e, tcuda.TcudaError) and e.name == "TCUDA_ERROR_NOT_AVAILABLE" \
+                    and "CUDA is not available" in str(e):
+                continue
+            if isinstance(want, _Is) and want.pred(e):
+                continue
+            bad.append("%s raised %s: %s" % (name, type(e).__name__, e))
+            continue
+        if want is _NA or (isinstance(want, _Is) and not want.pred(got)) or \
+                (not isinstance(want, _Is) and want is not _NA and got != want):
+            bad.append("%s returned %r, expected %s" % (name, got, getattr(want, "what", want)))
+    assert not bad, "\n".join(bad)
+    assert tcuda.is_initialized() is False   # nothing above initialised tcuda
