@@ -17,9 +17,10 @@ raise tcuda.TcudaError (OutOfMemoryError for OOM) with tcuda's message.
 tcuda.interop routes PyTorch's or CuPy's memory through tcuda.
 """
 from ._lib import OutOfMemoryError, TcudaError, library_path, lib as _libtcuda
-from ._device import (can_device_access_peer, current_device, device, device_count, device_of, get_arch_list,
-                      get_device_capability, get_device_name, get_device_properties, get_gencode_flags, init,
-                      is_available, is_initialized, mem_get_info, set_device, synchronize, unavailable_reason)
+from ._device import (can_device_access_peer, current_blas_handle, current_device, device, device_count, device_of,
+                      get_arch_list, get_device_capability, get_device_name, get_device_properties, get_gencode_flags,
+                      init, ipc_collect, is_available, is_initialized, mem_get_info, set_device, synchronize,
+                      unavailable_reason)
 from .streams import (Event, ExternalStream, Stream, StreamContext, current_stream, default_stream, set_stream,
                       stream)
 from .memory import (caching_allocator_alloc, caching_allocator_delete, empty_cache, empty_host_cache,

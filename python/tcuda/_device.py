@@ -1,12 +1,13 @@
 """Devices: torch.cuda's device functions and context managers."""
 import ctypes
-from ctypes import byref, c_int, c_size_t
+from ctypes import byref, c_int, c_size_t, c_void_p
 
 from ._lib import DeviceGuardT, DevicePropertiesT, check, int_arg, lib
 
 __all__ = ["is_available", "is_initialized", "init", "device_count", "current_device", "set_device", "device",
            "device_of", "get_device_name", "get_device_capability", "get_device_properties", "synchronize",
-           "mem_get_info", "can_device_access_peer", "get_arch_list", "get_gencode_flags", "unavailable_reason"]
+           "mem_get_info", "can_device_access_peer", "get_arch_list", "get_gencode_flags", "unavailable_reason",
+           "current_blas_handle", "ipc_collect"]
 
 
 def _device_index(device, optional=True):
@@ -188,3 +189,20 @@ def get_gencode_flags():
         return ""
     return lib.tcuda_get_gencode_flags().decode()
 
+
+
+def current_blas_handle():
+    """The calling thread's cublasHandle_t for the current device, as an int,
+    bound to the current stream with a workspace from the caching allocator
+    (torch's). Call it again after changing the current stream."""
+    h = c_void_p()
+    check(lib.tcuda_current_blas_handle(byref(h)))
+    return h.value or 0
+
+
+def ipc_collect():
+    """Free blocks that other processes were given (CUDA IPC) once they have
+    closed them or died, and drop the reference file once nothing uses it.
+    Initialises CUDA first, as torch's (so it raises without CUDA)."""
+    check(lib.tcuda_init())
+    check(lib.tcuda_ipc_collect())

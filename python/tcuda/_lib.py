@@ -301,7 +301,6 @@ _PROTOTYPES = {
     # memory history (torch.cuda.memory._record_memory_history, _snapshot, _dump_snapshot)
     "tcuda_memory_record_history": (S, [c_int, c_int, c_size_t, c_int]),
     "tcuda_memory_snapshot_dump": (S, [c_char_p]),
-    "tcuda_memory_snapshot_dump_json": (S, [c_char_p]),
     # pinned host memory
     "tcuda_host_alloc": (S, [P(c_void_p), c_size_t]),
     "tcuda_host_free": (S, [c_void_p]),
@@ -408,10 +407,12 @@ _UNBOUND = {
     "tcuda_oom_observer_remove": "removes a tcuda_oom_observer_add observer, which is not bound",
     "tcuda_replay_file": "trace replay is the `tcuda replay` command's; torch.cuda has no counterpart",
     "tcuda_replay_string": "trace replay is the `tcuda replay` command's; torch.cuda has no counterpart",
-    "tcuda_history_action_name": "memory._snapshot() gets the action names in tcuda_memory_snapshot_dump_json's "
+    "tcuda_history_action_name": "memory._snapshot() gets the action names in tcuda_memory_snapshot_dump's "
                                  "document",
-    "tcuda_memory_history": "memory._snapshot() gets the same entries, with their frames, from "
-                            "tcuda_memory_snapshot_dump_json",
+    "tcuda_memory_history": "memory._snapshot() gets the same entries, with their frames, in "
+                            "tcuda_memory_snapshot_dump's document",
+    "tcuda_memory_snapshot_dump_json": "memory._snapshot() and _dump_snapshot() use the pickle, torch's format "
+                                       "(tuples stay tuples; torch has no JSON form)",
     "tcuda_memory_history_free": "frees tcuda_memory_history's result, which is not bound",
     "tcuda_blas_clear_workspaces": "torch's counterpart (torch._C._cuda_clearCublasWorkspaces) is private",
     "tcuda_ipc_export": "torch shares CUDA memory between processes through torch.multiprocessing, not "

@@ -4,11 +4,16 @@ Stats, summary and snapshot describe every allocation made through tcuda,
 including a PyTorch or CuPy program's when tcuda.interop routes it here.
 """
 import collections
+import inspect
 import json
+import os
+import pickle
+import sys
+import tempfile
 from ctypes import byref, c_double, c_int64, c_void_p
 
-from ._device import _device_index
-from ._lib import HostMemoryStatsT, c_string, check, lib, pointer_arg, size_arg, take_string
+from ._device import _device_index, device_count
+from ._lib import HostMemoryStatsT, c_path, c_string, check, lib, pointer_arg, size_arg, take_string
 
 __all__ = ["memory_stats", "memory_stats_as_nested_dict", "memory_summary", "memory_snapshot",
            "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
@@ -19,6 +24,7 @@ __all__ = ["memory_stats", "memory_stats_as_nested_dict", "memory_summary", "mem
            "host_memory_stats", "host_memory_stats_as_nested_dict", "reset_peak_host_memory_stats",
            "reset_accumulated_host_memory_stats", "host_empty_cache", "empty_host_cache", "host_alloc", "host_free",
            "host_record_stream"]
+# Also torch's private history names: _record_memory_history, _snapshot, _dump_snapshot.
 
 
 def _initialized():
@@ -239,3 +245,86 @@ def host_record_stream(ptr, stream):
     """Work on `stream` uses the host_alloc block at ptr (torch records this
     on every non_blocking copy from pinned memory)."""
     check(lib.tcuda_host_record_stream(pointer_arg(ptr, "ptr"), stream._s))
+
+
+# ---- memory history and snapshots (torch.cuda.memory's private names) ----
+
+_HISTORY_RING_MAX = 1 << 40  # tcuda_memory_record_history's largest ring; more means no limit (0)
+
+
+def _record_memory_history(enabled="all", *args, **kwargs):
+    """torch.cuda.memory._record_memory_history: record every allocator event
+    of every device (alloc, free_requested, free_completed, segment_alloc,
+    segment_free, segment_map/unmap, oom, snapshot) for _snapshot() and
+    _dump_snapshot(). torch's signature; enabled=True/False takes the legacy
+    one. enabled: "all" (a history of max_entries events), "state" (one
+    event) or None (stop, discarding the history). stacks="all" with a
+    context keeps each event's C call stack; tcuda sees no Python frames,
+    so stacks="python" keeps none. Initialises CUDA, as torch's."""
+    if isinstance(enabled, bool):
+        return _record_memory_history_legacy(enabled, *args, **kwargs)
+    return _record_memory_history_impl(enabled, *args, **kwargs)
+
+
+def _record_memory_history_impl(enabled="all", context="all", stacks="all", max_entries=sys.maxsize, device=None,
+                                clear_history=False, compile_context=False, global_record_annotations=False,
+                                skip_actions=None, record_pinned_host_memory=False, record_cuda=True):
+    # compile_context and global_record_annotations add torch.compile and
+    # profiler annotations, which tcuda has none of; device is ignored by
+    # torch too (every device records).
+    if enabled not in (None, "state", "all"):
+        raise RuntimeError("expected enabled to be 'state', 'all', or None, got %r" % (enabled,))
+    if context not in (None, "state", "alloc", "all"):
+        raise RuntimeError("expected context to be 'state', 'alloc', 'all', or None, got %r" % (context,))
+    if stacks not in ("python", "all"):
+        raise RuntimeError("expected stacks to be 'python', or 'all', got %r" % (stacks,))
+    n = size_arg(max_entries, "max_entries") if enabled == "all" else 1
+    _record(enabled is not None and bool(record_cuda), n, context is not None and stacks == "all",
+            clear_history, skip_actions, record_pinned_host_memory)
+
+
+def _record_memory_history_legacy(enabled, record_context=True, trace_alloc_max_entries=1,
+                                  trace_alloc_record_context=False, device=None, record_context_cpp=False,
+                                  clear_history=False, compile_context=False, global_record_annotations=False,
+                                  skip_actions=None, record_pinned_host_memory=False, record_cuda=True):
+    n = size_arg(trace_alloc_max_entries, "trace_alloc_max_entries")
+    _record(enabled and bool(record_cuda), n, record_context_cpp and (record_context or trace_alloc_record_context),
+            clear_history, skip_actions, record_pinned_host_memory)
+
+
+_record_memory_history.__signature__ = inspect.signature(_record_memory_history_impl)
+
+
+def _record(enabled, max_entries, stacks, clear_history, skip_actions, record_pinned_host_memory):
+    if skip_actions:
+        raise NotImplementedError("tcuda: skip_actions is not supported: the history records every action")
+    if record_pinned_host_memory:
+        raise NotImplementedError("tcuda: record_pinned_host_memory is not supported: the pinned host "
+                                  "allocator keeps no history")
+    check(lib.tcuda_init())
+    # torch keeps at least one entry; 0 is no limit for libtcuda
+    ring = 0 if max_entries >= _HISTORY_RING_MAX else max(1, max_entries)
+    for d in range(device_count()):
+        if clear_history or not enabled:
+            check(lib.tcuda_memory_record_history(d, 0, 0, 0))
+        if enabled:
+            check(lib.tcuda_memory_record_history(d, 1, ring, 1 if stacks else 0))
+
+
+def _snapshot(device=None, augment_with_fx_traces=False):
+    """torch.cuda.memory._snapshot(): {"segments": [...], "device_traces":
+    [one list of events per device], "allocator_settings": {...}}, the
+    document _dump_snapshot() writes. Works without CUDA (nothing in it).
+    Frames are C frames, so there are no FX frames to augment."""
+    with tempfile.TemporaryDirectory(prefix="tcuda-snapshot-") as d:
+        path = os.path.join(d, "snapshot.pickle")
+        check(lib.tcuda_memory_snapshot_dump(c_path(path)))
+        with open(path, "rb") as f:
+            return pickle.load(f)  # written by libtcuda just now: plain dicts, lists, tuples and numbers
+
+
+def _dump_snapshot(filename="dump_snapshot.pickle", augment_with_fx_traces=False):
+    """torch.cuda.memory._dump_snapshot(): _snapshot() as a pickle at
+    filename, for pytorch.org/memory_viz, torch.cuda._memory_viz and
+    `tcuda viz`. A failed write leaves no partial file."""
+    check(lib.tcuda_memory_snapshot_dump(c_path(filename, "filename")))

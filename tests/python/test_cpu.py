@@ -557,6 +557,8 @@ def _no_gpu_rows(tmp_path):
         "mem_get_info": (tcuda.mem_get_info, _NA),
         "can_device_access_peer": (lambda: tcuda.can_device_access_peer(0, 1), _NA),
         "get_arch_list": (tcuda.get_arch_list, []),
+        "current_blas_handle": (tcuda.current_blas_handle, _NA),
+        "ipc_collect": (tcuda.ipc_collect, _NA),
         "get_gencode_flags": (tcuda.get_gencode_flags, ""),
         "unavailable_reason": (tcuda.unavailable_reason, _Is(lambda v: isinstance(v, str) and v, "a reason")),
         # streams and events
@@ -632,13 +634,18 @@ def _no_gpu_rows(tmp_path):
         "OutOfMemoryError": (lambda: issubclass(tcuda.OutOfMemoryError, tcuda.TcudaError), True),
         "library_path": (tcuda.library_path, _Is(os.path.isabs, "an absolute path")),
         "library_version": (tcuda.library_version, tcuda.__version__),
+        # torch.cuda.memory's private history names
+        "_record_memory_history": (tcuda.memory._record_memory_history, _NA),
+        "_snapshot": (tcuda.memory._snapshot, _Is(lambda v: v["segments"] == [], "no segments")),
+        "_dump_snapshot": (lambda: tcuda.memory._dump_snapshot(str(tmp_path / "s.pickle")), None),
     }
 
 
 def _public_names():
     import types
     return sorted(n for n in tcuda.__all__ if not isinstance(getattr(tcuda, n), types.ModuleType)) + \
-        sorted(n for n in tcuda.memory.__all__ if n not in tcuda.__all__)
+        sorted(n for n in tcuda.memory.__all__ if n not in tcuda.__all__) + \
+        ["_record_memory_history", "_snapshot", "_dump_snapshot"]
 
 
 @gpu_absent
@@ -663,3 +670,44 @@ def test_every_public_name_without_gpu(tmp_path):
             bad.append("%s returned %r, expected %s" % (name, got, getattr(want, "what", want)))
     assert not bad, "\n".join(bad)
     assert tcuda.is_initialized() is False   # nothing above initialised tcuda
+
+
+def test_memory_history_signature_and_arguments(tmp_path):
+    import inspect
+    mem = tcuda.memory
+    params = list(inspect.signature(mem._record_memory_history).parameters)
+    assert params == ["enabled", "context", "stacks", "max_entries", "device", "clear_history", "compile_context",
+                      "global_record_annotations", "skip_actions", "record_pinned_host_memory", "record_cuda"]
+    defaults = inspect.signature(mem._record_memory_history).parameters
+    assert defaults["enabled"].default == "all" and defaults["max_entries"].default == sys.maxsize
+    for bad, what in (({"enabled": "some"}, "enabled"), ({"context": "x"}, "context"), ({"stacks": "cpp"}, "stacks")):
+        with pytest.raises(RuntimeError, match="expected " + what):
+            mem._record_memory_history(**bad)
+    with pytest.raises(ValueError, match="negative"):
+        mem._record_memory_history(max_entries=-1)
+    with pytest.raises(NotImplementedError, match="skip_actions"):
+        mem._record_memory_history(skip_actions=["alloc"])
+    with pytest.raises(NotImplementedError, match="record_pinned_host_memory"):
+        mem._record_memory_history(record_pinned_host_memory=True)
+    with pytest.raises(ValueError, match="NUL"):
+        mem._dump_snapshot("x\0y")
+    _raises(lambda: mem._dump_snapshot(str(tmp_path / "missing" / "s.pickle")), "TCUDA_ERROR_IO")
+
+
+def test_snapshot_is_the_dumped_document(tmp_path):
+    import pickle
+    snap = tcuda.memory._snapshot()
+    assert set(snap) >= {"segments", "device_traces", "allocator_settings"}
+    assert isinstance(snap["device_traces"], list) and all(isinstance(t, list) for t in snap["device_traces"])
+    path = tmp_path / "dump_snapshot.pickle"
+    tcuda.memory._dump_snapshot(str(path))
+    with open(path, "rb") as f:
+        assert pickle.load(f) == snap
+    assert snap["allocator_settings"]["max_split_size"] == -1 or tcuda.is_initialized()
+
+
+@gpu_absent
+def test_memory_history_without_gpu():
+    for call in (tcuda.memory._record_memory_history, lambda: tcuda.memory._record_memory_history(None),
+                 lambda: tcuda.memory._record_memory_history(True, trace_alloc_max_entries=10)):
+        _raises(call, "TCUDA_ERROR_NOT_AVAILABLE", "CUDA is not available")
