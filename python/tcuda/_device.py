@@ -7,7 +7,7 @@ from ._lib import DeviceGuardT, DevicePropertiesT, check, int_arg, lib
 __all__ = ["is_available", "is_initialized", "init", "device_count", "current_device", "set_device", "device",
            "device_of", "get_device_name", "get_device_capability", "get_device_properties", "synchronize",
            "mem_get_info", "can_device_access_peer", "get_arch_list", "get_gencode_flags", "unavailable_reason",
-           "current_blas_handle", "ipc_collect"]
+           "current_blas_handle", "ipc_collect", "is_bf16_supported", "is_tf32_supported"]
 
 
 def _device_index(device, optional=True):
@@ -189,6 +189,22 @@ def get_gencode_flags():
         return ""
     return lib.tcuda_get_gencode_flags().decode()
 
+
+
+def is_bf16_supported(including_emulation=True):
+    """torch's: False without CUDA; True on compute capability 8.0 or newer;
+    on older GPUs, whether emulation counts (torch then checks that a
+    bfloat16 tensor can be made, which CUDA always allows)."""
+    if not is_available():
+        return False
+    if get_device_capability(current_device())[0] >= 8:
+        return True
+    return bool(including_emulation)
+
+
+def is_tf32_supported():
+    """torch's: TF32 math exactly where bfloat16 runs natively (8.0 or newer)."""
+    return is_bf16_supported(including_emulation=False)
 
 
 def current_blas_handle():

@@ -12,7 +12,8 @@ import sys
 import tempfile
 from ctypes import byref, c_double, c_int64, c_void_p
 
-from ._device import _device_index, device_count
+from ._device import _device_index, device_count, mem_get_info
+from ._nvml import list_gpu_processes
 from ._lib import HostMemoryStatsT, c_path, c_string, check, lib, pointer_arg, size_arg, take_string
 
 __all__ = ["memory_stats", "memory_stats_as_nested_dict", "memory_summary", "memory_snapshot",
@@ -23,7 +24,7 @@ __all__ = ["memory_stats", "memory_stats_as_nested_dict", "memory_summary", "mem
            "caching_allocator_delete", "record_stream", "set_allocator_settings", "get_allocator_settings",
            "host_memory_stats", "host_memory_stats_as_nested_dict", "reset_peak_host_memory_stats",
            "reset_accumulated_host_memory_stats", "host_empty_cache", "empty_host_cache", "host_alloc", "host_free",
-           "host_record_stream"]
+           "host_record_stream", "get_allocator_backend", "list_gpu_processes", "mem_get_info"]
 # Also torch's private history names: _record_memory_history, _snapshot, _dump_snapshot.
 
 
@@ -151,6 +152,15 @@ def get_allocator_settings():
     out = c_void_p()
     check(lib.tcuda_allocator_get_config(byref(out)))
     return take_string(out)
+
+
+def get_allocator_backend():
+    """torch.cuda.get_allocator_backend(): "native" (the only backend tcuda has)."""
+    for item in get_allocator_settings().split(","):
+        key, _, value = item.partition(":")
+        if key.strip() == "backend":
+            return value.strip()
+    return "native"
 
 
 # ---- pinned host memory (PyTorch's caching host allocator) ----

@@ -6,7 +6,7 @@ from ._device import _device_index
 from ._lib import StreamGuardT, StreamT, check, int_arg, lib, pointer_arg
 
 __all__ = ["Stream", "ExternalStream", "Event", "StreamContext", "stream", "current_stream", "default_stream",
-           "set_stream"]
+           "set_stream", "get_stream_from_external"]
 
 _TIMING, _BLOCKING, _INTERPROCESS = 1, 2, 4
 
@@ -103,6 +103,12 @@ class ExternalStream(Stream):
 
     def __init__(self, stream_ptr, device=None, **kwargs):
         pass
+
+
+def get_stream_from_external(data_ptr, device=None):
+    """torch.cuda.get_stream_from_external: a cudaStream_t made elsewhere, as
+    a Stream (an ExternalStream: keep the CUDA stream alive while in use)."""
+    return ExternalStream(data_ptr, device)
 
 
 def current_stream(device=None):

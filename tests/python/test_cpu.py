@@ -529,6 +529,11 @@ class _Is:
         self.pred, self.what = pred, what
 
 
+# NVML absent: TCUDA_ERROR_NOT_AVAILABLE saying so; present (a driver
+# without a GPU): CUDA is not available for the device lookup.
+_NVML = _Is(lambda e: isinstance(e, tcuda.TcudaError) and e.name == "TCUDA_ERROR_NOT_AVAILABLE", "raises")
+
+
 class _FakeStream:   # a Stream cannot be made without CUDA; its C value can
     _s = tcuda._lib.StreamT()
 
@@ -557,6 +562,19 @@ def _no_gpu_rows(tmp_path):
         "mem_get_info": (tcuda.mem_get_info, _NA),
         "can_device_access_peer": (lambda: tcuda.can_device_access_peer(0, 1), _NA),
         "get_arch_list": (tcuda.get_arch_list, []),
+        "is_bf16_supported": (tcuda.is_bf16_supported, False),
+        "is_tf32_supported": (tcuda.is_tf32_supported, False),
+        "default_generators": (lambda: tcuda.default_generators, ()),
+        "get_stream_from_external": (lambda: tcuda.get_stream_from_external(0x1234), _NA),
+        "get_allocator_backend": (tcuda.get_allocator_backend, "native"),
+        "list_gpu_processes": (tcuda.list_gpu_processes, _Is(lambda v: "NVML" in v or v.startswith("GPU:"),
+                                                             "NVML's absence, or the list")),
+        "utilization": (tcuda.utilization, _NVML),
+        "memory_usage": (tcuda.memory_usage, _NVML),
+        "temperature": (tcuda.temperature, _NVML),
+        "power_draw": (tcuda.power_draw, _NVML),
+        "clock_rate": (tcuda.clock_rate, _NVML),
+        "device_memory_used": (tcuda.device_memory_used, _NVML),
         "current_blas_handle": (tcuda.current_blas_handle, _NA),
         "ipc_collect": (tcuda.ipc_collect, _NA),
         "get_gencode_flags": (tcuda.get_gencode_flags, ""),
@@ -711,3 +729,83 @@ def test_memory_history_without_gpu():
     for call in (tcuda.memory._record_memory_history, lambda: tcuda.memory._record_memory_history(None),
                  lambda: tcuda.memory._record_memory_history(True, trace_alloc_max_entries=10)):
         _raises(call, "TCUDA_ERROR_NOT_AVAILABLE", "CUDA is not available")
+
+
+# ---- NVML readings, against a stand-in libnvidia-ml built here ----
+
+_FAKE_NVML = r"""
+#include <string.h>
+typedef struct { unsigned gpu, memory; } util_t;
+typedef struct { unsigned long long total, free, used; } mem_t;
+typedef struct { unsigned pid; unsigned long long used; unsigned gi, ci; } proc_t;
+static int inited;
+int nvmlInit_v2(void) { inited = 1; return 0; }
+const char *nvmlErrorString(int r) { return r == 6 ? "Not Found" : "Unknown Error"; }
+int nvmlDeviceGetHandleByPciBusId_v2(const char *bus, void **h) {
+  if (!inited) return 1;
+  if (strcmp(bus, "0000:1b:00.0")) return 6;
+  *h = (void *)0x5a; return 0;
+}
+#define DEV(h) if ((h) != (void *)0x5a) return 2
+int nvmlDeviceGetIndex(void *h, unsigned *i) { DEV(h); *i = 3; return 0; }
+int nvmlDeviceGetUtilizationRates(void *h, util_t *u) { DEV(h); u->gpu = 42; u->memory = 17; return 0; }
+int nvmlDeviceGetMemoryInfo(void *h, mem_t *m) { DEV(h); m->total = 80ull << 30; m->used = 20ull << 30;
+  m->free = m->total - m->used; return 0; }
+int nvmlDeviceGetTemperature(void *h, int sensor, unsigned *t) { DEV(h); if (sensor != 0) return 2; *t = 55;
+  return 0; }
+int nvmlDeviceGetPowerUsage(void *h, unsigned *p) { DEV(h); *p = 123456; return 0; }
+int nvmlDeviceGetClockInfo(void *h, int type, unsigned *c) { DEV(h); if (type != 1) return 2; *c = 1980;
+  return 0; }
+int nvmlDeviceGetComputeRunningProcesses_v2(void *h, unsigned *n, proc_t *p) {
+  DEV(h);
+  if (*n < 2) { *n = 2; return 7; }
+  p[0] = (proc_t){1234, 1ull << 30, 0, 0}; p[1] = (proc_t){99, 5ull << 20, 0, 0}; *n = 2; return 0;
+}
+"""
+
+
+@pytest.fixture
+def fake_nvml(tmp_path, monkeypatch):
+    import shutil
+    from tcuda import _nvml
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not cc:
+        pytest.skip("no C compiler to build a stand-in NVML")
+    src, so = tmp_path / "nvml.c", tmp_path / "libnvidia-ml.so.1"
+    src.write_text(_FAKE_NVML)
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(so), str(src)], check=True)
+    monkeypatch.setattr(_nvml, "_LIBRARY", str(so))
+    monkeypatch.setattr(_nvml, "_nvml", None)
+    monkeypatch.setattr(_nvml, "_pci_bus_id", lambda device: b"0000:1b:00.0" if device in (None, 0) else b"0:9:0.0")
+    return _nvml
+
+
+def test_nvml_readings_and_torchs_process_list(fake_nvml):
+    assert tcuda.utilization() == 42 and tcuda.memory_usage(0) == 17
+    assert tcuda.device_memory_used() == 20 << 30
+    assert tcuda.temperature() == 55 and tcuda.power_draw() == 123456 and tcuda.clock_rate() == 1980
+    assert tcuda.list_gpu_processes() == ("GPU:3\n"
+                                          "process       1234 uses     1024.000 MB GPU memory\n"
+                                          "process         99 uses        5.000 MB GPU memory")
+    assert tcuda.memory.list_gpu_processes is tcuda.list_gpu_processes
+    e = _raises_nvml(lambda: tcuda.utilization(1))
+    assert e.name == "TCUDA_ERROR_CUDA" and "nvmlDeviceGetHandleByPciBusId" in str(e) and "Not Found" in str(e)
+
+
+def _raises_nvml(call):
+    with pytest.raises(tcuda.TcudaError) as ei:
+        call()
+    return ei.value
+
+
+def test_nvml_absent_raises_and_process_list_says_so(monkeypatch, tmp_path):
+    from tcuda import _nvml
+    monkeypatch.setattr(_nvml, "_LIBRARY", str(tmp_path / "no-libnvidia-ml.so.1"))
+    monkeypatch.setattr(_nvml, "_nvml", None)
+    for fn in (tcuda.utilization, tcuda.memory_usage, tcuda.temperature, tcuda.power_draw, tcuda.clock_rate,
+               tcuda.device_memory_used):
+        e = _raises_nvml(fn)
+        assert e.name == "TCUDA_ERROR_NOT_AVAILABLE" and "NVML is not available" in str(e), str(e)
+        assert fn.__name__ in str(e)
+    msg = tcuda.list_gpu_processes()          # torch returns a message here instead of raising
+    assert "NVML is not available" in msg
