@@ -17,19 +17,23 @@ raise tcuda.TcudaError (OutOfMemoryError for OOM) with tcuda's message.
 tcuda.interop routes PyTorch's or CuPy's memory through tcuda.
 """
 from ._lib import OutOfMemoryError, TcudaError, library_path, lib as _libtcuda
-from ._device import (can_device_access_peer, current_device, device, device_count, device_of, get_arch_list,
-                      get_device_capability, get_device_name, get_device_properties, get_gencode_flags, init,
-                      is_available, is_initialized, mem_get_info, set_device, synchronize, unavailable_reason)
-from .streams import (Event, ExternalStream, Stream, StreamContext, current_stream, default_stream, set_stream,
-                      stream)
+from ._device import (can_device_access_peer, current_blas_handle, current_device, device, device_count, device_of,
+                      get_arch_list, get_device_capability, get_device_name, get_device_properties, get_gencode_flags,
+                      init, ipc_collect, is_available, is_bf16_supported, is_initialized, is_tf32_supported,
+                      mem_get_info, set_device, synchronize, unavailable_reason)
+from ._nvml import (clock_rate, device_memory_used, list_gpu_processes, memory_usage, power_draw, temperature,
+                    utilization)
+from .streams import (Event, ExternalStream, Stream, StreamContext, current_stream, default_stream,
+                      get_stream_from_external, set_stream, stream)
 from .memory import (caching_allocator_alloc, caching_allocator_delete, empty_cache, empty_host_cache,
-                     get_allocator_settings, get_per_process_memory_fraction, host_alloc, host_empty_cache, host_free,
-                     host_memory_stats, host_memory_stats_as_nested_dict, host_record_stream, max_memory_allocated,
-                     max_memory_cached, max_memory_reserved, memory_allocated, memory_cached, memory_reserved,
-                     memory_snapshot, memory_stats, memory_stats_as_nested_dict, memory_summary,
-                     reset_accumulated_host_memory_stats, reset_accumulated_memory_stats, reset_max_memory_allocated,
-                     reset_max_memory_cached, reset_peak_host_memory_stats, reset_peak_memory_stats,
-                     set_allocator_settings, set_per_process_memory_fraction)
+                     get_allocator_backend, get_allocator_settings, get_per_process_memory_fraction, host_alloc,
+                     host_empty_cache, host_free, host_memory_stats, host_memory_stats_as_nested_dict,
+                     host_record_stream, max_memory_allocated, max_memory_cached, max_memory_reserved,
+                     memory_allocated, memory_cached, memory_reserved, memory_snapshot, memory_stats,
+                     memory_stats_as_nested_dict, memory_summary, reset_accumulated_host_memory_stats,
+                     reset_accumulated_memory_stats, reset_max_memory_allocated, reset_max_memory_cached,
+                     reset_peak_host_memory_stats, reset_peak_memory_stats, set_allocator_settings,
+                     set_per_process_memory_fraction)
 from .random import (Generator, default_generator, get_rng_state, get_rng_state_all, initial_seed, manual_seed,
                      manual_seed_all, normal_, random_, seed, seed_all, set_rng_state, set_rng_state_all, uniform_)
 from .graphs import CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
@@ -44,4 +48,11 @@ def library_version():
     return _libtcuda.tcuda_version_string().decode()
 
 
-__all__ = [n for n in dir() if not n.startswith("_")]
+def __getattr__(name):
+    # torch.cuda.default_generators: one default generator per device, () without CUDA.
+    if name == "default_generators":
+        return tuple(default_generator(i) for i in range(device_count()))
+    raise AttributeError("module 'tcuda' has no attribute %r" % name)
+
+
+__all__ = [n for n in dir() if not n.startswith("_")] + ["default_generators"]

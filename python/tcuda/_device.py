@@ -1,12 +1,13 @@
 """Devices: torch.cuda's device functions and context managers."""
 import ctypes
-from ctypes import byref, c_int, c_size_t
+from ctypes import byref, c_int, c_size_t, c_void_p
 
-from ._lib import DeviceGuardT, DevicePropertiesT, check, lib
+from ._lib import DeviceGuardT, DevicePropertiesT, check, int_arg, lib
 
 __all__ = ["is_available", "is_initialized", "init", "device_count", "current_device", "set_device", "device",
            "device_of", "get_device_name", "get_device_capability", "get_device_properties", "synchronize",
-           "mem_get_info", "can_device_access_peer", "get_arch_list", "get_gencode_flags", "unavailable_reason"]
+           "mem_get_info", "can_device_access_peer", "get_arch_list", "get_gencode_flags", "unavailable_reason",
+           "current_blas_handle", "ipc_collect", "is_bf16_supported", "is_tf32_supported"]
 
 
 def _device_index(device, optional=True):
@@ -18,17 +19,17 @@ def _device_index(device, optional=True):
     if isinstance(device, bool):
         raise TypeError("tcuda: invalid device %r" % (device,))
     if isinstance(device, int):
-        return device
+        return int_arg(device, "device")
     if isinstance(device, str):
         kind, _, idx = device.partition(":")
         if kind != "cuda":
             raise ValueError("tcuda: expected a CUDA device, got %r" % device)
-        return int(idx) if idx else -1
+        return int_arg(idx, "device") if idx else -1
     kind, idx = getattr(device, "type", None), getattr(device, "index", None)
     if kind is not None:  # torch.device
         if kind != "cuda":
             raise ValueError("tcuda: expected a CUDA device, got %r" % (device,))
-        return -1 if idx is None else int(idx)
+        return -1 if idx is None else int_arg(idx, "device")
     raise TypeError("tcuda: invalid device %r" % (device,))
 
 
@@ -175,10 +176,49 @@ def can_device_access_peer(device, peer_device):
 
 
 def get_arch_list():
+    """Architectures libtcuda's kernels were built for; [] without CUDA, as torch's."""
+    if not is_available():
+        return []
     s = lib.tcuda_get_arch_list().decode()
     return s.split() if s else []
 
 
 def get_gencode_flags():
+    """nvcc -gencode flags of libtcuda's kernels; "" without CUDA, as torch's."""
+    if not is_available():
+        return ""
     return lib.tcuda_get_gencode_flags().decode()
 
+
+
+def is_bf16_supported(including_emulation=True):
+    """torch's: False without CUDA; True on compute capability 8.0 or newer;
+    on older GPUs, whether emulation counts (torch then checks that a
+    bfloat16 tensor can be made, which CUDA always allows)."""
+    if not is_available():
+        return False
+    if get_device_capability(current_device())[0] >= 8:
+        return True
+    return bool(including_emulation)
+
+
+def is_tf32_supported():
+    """torch's: TF32 math exactly where bfloat16 runs natively (8.0 or newer)."""
+    return is_bf16_supported(including_emulation=False)
+
+
+def current_blas_handle():
+    """The calling thread's cublasHandle_t for the current device, as an int,
+    bound to the current stream with a workspace from the caching allocator
+    (torch's). Call it again after changing the current stream."""
+    h = c_void_p()
+    check(lib.tcuda_current_blas_handle(byref(h)))
+    return h.value or 0
+
+
+def ipc_collect():
+    """Free blocks that other processes were given (CUDA IPC) once they have
+    closed them or died, and drop the reference file once nothing uses it.
+    Initialises CUDA first, as torch's (so it raises without CUDA)."""
+    check(lib.tcuda_init())
+    check(lib.tcuda_ipc_collect())

@@ -11,7 +11,8 @@ from ctypes import (POINTER, Structure, c_char, c_char_p, c_double, c_float, c_i
                     c_ssize_t, c_ubyte, c_uint, c_uint64, c_void_p)
 
 __all__ = ["lib", "library_path", "TcudaError", "OutOfMemoryError", "check", "StreamT", "StatT", "HostMemoryStatsT",
-           "GraphPoolT", "GraphScopeT"]
+           "GraphPoolT", "GraphScopeT", "size_arg", "int_arg", "int64_arg", "uint64_arg", "pointer_arg", "c_string",
+           "c_path"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -66,17 +67,7 @@ def library_path():
 
 # ---- errors ----
 
-lib.tcuda_status_name.restype = c_char_p
-lib.tcuda_status_name.argtypes = [c_int]
-lib.tcuda_last_error.restype = c_char_p
-lib.tcuda_last_error.argtypes = []
-lib.tcuda_last_status.restype = c_int
-lib.tcuda_last_status.argtypes = []
-lib.tcuda_clear_error.restype = None
-lib.tcuda_clear_error.argtypes = []
-lib.tcuda_string_free.restype = None
-lib.tcuda_string_free.argtypes = [c_void_p]
-
+TCUDA_ERROR_NOT_AVAILABLE = 3
 TCUDA_ERROR_OUT_OF_MEMORY = 6
 
 
@@ -113,6 +104,67 @@ def take_string(ptr):
         return ctypes.string_at(ptr).decode("utf-8", "replace")
     finally:
         lib.tcuda_string_free(ptr)
+
+
+# ---- arguments for C ----
+# ctypes wraps a Python int that does not fit the C type (2**64 becomes a
+# size_t of 0, -1 becomes SIZE_MAX) and c_char_p stops at the first NUL,
+# both silently. Every value a caller hands to C goes through one of these.
+
+def _bits_max(ctype):
+    return (1 << (8 * ctypes.sizeof(ctype))) - 1
+
+
+_SIZE_MAX = _bits_max(c_size_t)
+_PTR_MAX = _bits_max(c_void_p)
+_INT_MAX = _bits_max(c_int) >> 1
+
+
+def _ranged(value, lo, hi, what, cname):
+    v = int(value)
+    if v < lo and lo == 0:
+        raise ValueError("tcuda: %s %d is negative" % (what, v))
+    if not lo <= v <= hi:
+        raise OverflowError("tcuda: %s %d does not fit in %s (%d to %d)" % (what, v, cname, lo, hi))
+    return v
+
+
+def size_arg(value, what="size"):
+    """A size_t: ValueError when negative, OverflowError past SIZE_MAX."""
+    return _ranged(value, 0, _SIZE_MAX, what, "size_t")
+
+
+def int_arg(value, what):
+    return _ranged(value, -_INT_MAX - 1, _INT_MAX, what, "int")
+
+
+def int64_arg(value, what):
+    return _ranged(value, -(1 << 63), (1 << 63) - 1, what, "int64_t")
+
+
+def uint64_arg(value, what):
+    return _ranged(value, 0, (1 << 64) - 1, what, "uint64_t")
+
+
+def pointer_arg(value, what="pointer"):
+    """An address as an int, or None for 0 (ctypes passes None as NULL)."""
+    return _ranged(value, 0, _PTR_MAX, what, "a pointer") or None
+
+
+def c_string(value, what):
+    """str (UTF-8) or bytes for a const char* that must arrive whole."""
+    b = value if isinstance(value, bytes) else str(value).encode()
+    if b"\0" in b:
+        raise ValueError("tcuda: %s %r contains a NUL character, where C would cut it" % (what, value))
+    return b
+
+
+def c_path(value, what="path"):
+    """A file name (str, bytes or os.PathLike) for a const char*."""
+    b = os.fsencode(value)
+    if b"\0" in b:
+        raise ValueError("tcuda: %s %r contains a NUL character, where C would cut it" % (what, value))
+    return b
 
 
 # ---- C types ----
@@ -164,7 +216,15 @@ class GraphScopeT(Structure):
 P = POINTER
 S = c_int  # tcuda_status
 
+# Every TCUDA_API function of include/tcuda.h is here or in _UNBOUND;
+# tests/python/check_bindings.py checks both against the header.
 _PROTOTYPES = {
+    # errors
+    "tcuda_status_name": (c_char_p, [c_int]),
+    "tcuda_last_error": (c_char_p, []),
+    "tcuda_last_status": (c_int, []),
+    "tcuda_clear_error": (None, []),
+    "tcuda_string_free": (None, [c_void_p]),
     # version and devices
     "tcuda_version": (c_int, []),
     "tcuda_version_string": (c_char_p, []),
@@ -238,6 +298,9 @@ _PROTOTYPES = {
     "tcuda_memory_snapshot_json": (S, [P(c_void_p)]),
     "tcuda_allocator_set_config": (S, [c_char_p]),
     "tcuda_allocator_get_config": (S, [P(c_void_p)]),
+    # memory history (torch.cuda.memory._record_memory_history, _snapshot, _dump_snapshot)
+    "tcuda_memory_record_history": (S, [c_int, c_int, c_size_t, c_int]),
+    "tcuda_memory_snapshot_dump": (S, [c_char_p]),
     # pinned host memory
     "tcuda_host_alloc": (S, [P(c_void_p), c_size_t]),
     "tcuda_host_free": (S, [c_void_p]),
@@ -258,7 +321,7 @@ _PROTOTYPES = {
     "tcuda_generator_create": (S, [c_int, c_uint64, P(c_void_p)]),
     "tcuda_generator_destroy": (S, [c_void_p]),
     "tcuda_generator_device": (c_int, [c_void_p]),
-    "tcuda_generator_get_state": (S, [c_void_p, c_ubyte * 16]),
+    "tcuda_generator_get_state": (S, [c_void_p, c_ubyte * 16]),  # TCUDA_RNG_STATE_SIZE
     "tcuda_generator_set_state": (S, [c_void_p, c_char_p, c_size_t]),
     "tcuda_generator_manual_seed": (S, [c_void_p, c_uint64]),
     "tcuda_generator_seed": (S, [c_void_p, P(c_uint64)]),
@@ -308,12 +371,65 @@ _PROTOTYPES = {
     "tcuda_is_current_stream_capturing": (S, [P(c_int)]),
     "tcuda_graph_capture_scope_begin": (S, [P(GraphScopeT), c_void_p, P(GraphPoolT), P(StreamT), c_int]),
     "tcuda_graph_capture_scope_end": (S, [P(GraphScopeT)]),
+    # cuBLAS and IPC
+    "tcuda_current_blas_handle": (S, [P(c_void_p)]),
+    "tcuda_ipc_collect": (S, []),
     # NVTX
     "tcuda_nvtx_range_push": (c_int, [c_char_p]),
     "tcuda_nvtx_range_pop": (c_int, []),
     "tcuda_nvtx_mark": (S, [c_char_p]),
     "tcuda_nvtx_range_start": (S, [c_char_p, P(c_uint64)]),
     "tcuda_nvtx_range_end": (S, [c_uint64]),
+}
+
+# Exported by libtcuda but deliberately not bound here, with the reason.
+_UNBOUND = {
+    "tcuda_status_string": "the package raises tcuda_last_error()'s message; the generic one-line description "
+                           "of a status adds nothing to it",
+    "tcuda_device_exchange": "torch's counterpart (torch.cuda._exchange_device) is private; tcuda.device() uses "
+                             "the device guard",
+    "tcuda_device_maybe_exchange": "torch's counterpart (torch.cuda._maybe_exchange_device) is private; "
+                                   "tcuda.device() uses the device guard, which restores the same way",
+    "tcuda_device_selftest": "a build check for `tcuda info` and the C tests; torch.cuda has no counterpart",
+    "tcuda_stream_create": "torch.cuda.Stream hands out pool streams (tcuda_stream_from_pool); dedicated "
+                           "streams the caller destroys are a C-only addition",
+    "tcuda_stream_destroy": "only for tcuda_stream_create's streams, which are not bound",
+    "tcuda_stream_record_event": "Stream.record_event records through tcuda_event_record, as torch's does",
+    "tcuda_malloc": "caching_allocator_alloc names its device and stream, so it uses tcuda_malloc_on",
+    "tcuda_memory_stats": "memory_stats() reads the same numbers with torch's dotted keys from "
+                          "tcuda_memory_stats_json",
+    "tcuda_memory_snapshot": "memory_snapshot() reads the same segments as torch's dicts from "
+                             "tcuda_memory_snapshot_json",
+    "tcuda_snapshot_free": "frees tcuda_memory_snapshot's result, which is not bound",
+    "tcuda_memory_stats_summary": "formats a replay's stats; memory_summary() uses tcuda_memory_summary",
+    "tcuda_oom_observer_add": "takes a C callback that runs on the allocating thread; torch's counterpart "
+                              "(torch._C._cuda_attach_out_of_memory_observer) is private",
+    "tcuda_oom_observer_remove": "removes a tcuda_oom_observer_add observer, which is not bound",
+    "tcuda_replay_file": "trace replay is the `tcuda replay` command's; torch.cuda has no counterpart",
+    "tcuda_replay_string": "trace replay is the `tcuda replay` command's; torch.cuda has no counterpart",
+    "tcuda_history_action_name": "memory._snapshot() gets the action names in tcuda_memory_snapshot_dump's "
+                                 "document",
+    "tcuda_memory_history": "memory._snapshot() gets the same entries, with their frames, in "
+                            "tcuda_memory_snapshot_dump's document",
+    "tcuda_memory_snapshot_dump_json": "memory._snapshot() and _dump_snapshot() use the pickle, torch's format "
+                                       "(tuples stay tuples; torch has no JSON form)",
+    "tcuda_memory_history_free": "frees tcuda_memory_history's result, which is not bound",
+    "tcuda_blas_clear_workspaces": "torch's counterpart (torch._C._cuda_clearCublasWorkspaces) is private",
+    "tcuda_ipc_export": "torch shares CUDA memory between processes through torch.multiprocessing, not "
+                        "torch.cuda; tcuda's IPC is C-only for now",
+    "tcuda_ipc_import": "see tcuda_ipc_export",
+    "tcuda_ipc_close": "see tcuda_ipc_export",
+    "tcuda_dtype_from_name": "the package maps DLPack dtypes to tcuda_dtype itself (_dlpack._TO_TCUDA)",
+    "tcuda_graph_capture_fn": "takes a C callback; from Python, tcuda.graph() captures (torch's "
+                              "make_graphed_callables needs autograd)",
+    "tcuda_comm_unique_id": "multi-process NCCL (torch.cuda.nccl.unique_id/init_rank and the rank "
+                            "collectives) is C-only for now (docs/comm-multinode.md)",
+    "tcuda_comm_init_rank": "see tcuda_comm_unique_id",
+    "tcuda_comm_destroy": "see tcuda_comm_unique_id",
+    "tcuda_comm_info": "see tcuda_comm_unique_id",
+    "tcuda_comm_broadcast_rank": "see tcuda_comm_unique_id",
+    "tcuda_comm_reduce_rank": "see tcuda_comm_unique_id",
+    "tcuda_comm_all_reduce_rank": "see tcuda_comm_unique_id",
 }
 
 for _name, (_res, _args) in _PROTOTYPES.items():

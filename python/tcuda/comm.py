@@ -7,7 +7,7 @@ from ctypes import byref, c_int, c_int64, c_size_t, c_void_p
 
 from . import _dlpack
 from ._device import _device_index
-from ._lib import StreamT, check, lib
+from ._lib import StreamT, check, int64_arg, lib, size_arg
 
 __all__ = ["broadcast", "broadcast_coalesced", "reduce_add", "reduce_add_coalesced", "scatter", "gather"]
 
@@ -41,11 +41,12 @@ def broadcast(tensor, devices=None, *, out=None):
 
 def broadcast_coalesced(tensors, devices, buffer_size=BUFFER_SIZE):
     """A tuple per device, each with the tensors in order (row 0 views the inputs)."""
+    buffer_size = size_arg(buffer_size, "buffer_size")
     ins = _dlpack.borrow_all(tensors)
     devs, nd = _devices(devices)
     nt = len(ins)
     res = _outs(nd * nt)
-    check(lib.tcuda_comm_broadcast_coalesced(_dlpack.ptr_array(ins), nt, devs, nd, int(buffer_size), res))
+    check(lib.tcuda_comm_broadcast_coalesced(_dlpack.ptr_array(ins), nt, devs, nd, buffer_size, res))
     flat = _dlpack.wrap_outputs(res[:nd * nt], ins)
     return tuple(tuple(flat[i * nt:(i + 1) * nt]) for i in range(nd))
 
@@ -68,6 +69,7 @@ def reduce_add(inputs, destination=None):
 
 def reduce_add_coalesced(inputs, destination=None, buffer_size=BUFFER_SIZE):
     """inputs: one list of tensors per GPU; returns their sums, in order."""
+    buffer_size = size_arg(buffer_size, "buffer_size")
     rows = [list(r) for r in inputs]
     ntensors = len(rows[0]) if rows else 0
     if any(len(r) != ntensors for r in rows):
@@ -75,7 +77,7 @@ def reduce_add_coalesced(inputs, destination=None, buffer_size=BUFFER_SIZE):
     ins = _dlpack.borrow_all([t for r in rows for t in r])
     res = _outs(ntensors)
     check(lib.tcuda_comm_reduce_add_coalesced(_dlpack.ptr_array(ins), len(rows), ntensors,
-                                              _destination(destination, False), int(buffer_size), res))
+                                              _destination(destination, False), buffer_size, res))
     return tuple(_dlpack.wrap_outputs(res[:ntensors], ins))
 
 
@@ -91,22 +93,23 @@ def _streams(streams, n):
 
 def scatter(tensor, devices=None, chunk_sizes=None, dim=0, streams=None, *, out=None):
     """Chunks of tensor along dim, chunk i on devices[i]."""
+    dim = int64_arg(dim, "dim")
+    sizes = None if chunk_sizes is None else [int64_arg(c, "chunk size") for c in chunk_sizes]
     src = _dlpack.Borrowed(tensor)
     if out is not None:
         if devices is not None or chunk_sizes is not None:
             raise RuntimeError("tcuda.comm.scatter: 'devices' and 'chunk_sizes' must not be given with 'out'")
         outs = _dlpack.borrow_all(out)
         arr, keep = _streams(streams, len(outs))
-        check(lib.tcuda_comm_scatter_out(src.address, _dlpack.ptr_array(outs), len(outs), int(dim), arr))
+        check(lib.tcuda_comm_scatter_out(src.address, _dlpack.ptr_array(outs), len(outs), dim, arr))
         return tuple(out)
     if devices is None:
         raise RuntimeError("tcuda.comm.scatter: 'devices' must be specified when 'out' is not")
     devs, n = _devices(devices)
-    sizes = None if chunk_sizes is None else [int(c) for c in chunk_sizes]
     csz = None if sizes is None else (c_int64 * max(1, len(sizes)))(*sizes)
     arr, keep = _streams(streams, n)
     res, nout = _outs(n), c_size_t()
-    check(lib.tcuda_comm_scatter(src.address, devs, n, csz, 0 if sizes is None else len(sizes), int(dim), arr,
+    check(lib.tcuda_comm_scatter(src.address, devs, n, csz, 0 if sizes is None else len(sizes), dim, arr,
                                  res, byref(nout)))
     return tuple(_dlpack.wrap_outputs(res[:nout.value], [src]))
 
@@ -114,13 +117,14 @@ def scatter(tensor, devices=None, chunk_sizes=None, dim=0, streams=None, *, out=
 def gather(tensors, dim=0, destination=None, *, out=None):
     """Concatenation along dim on destination: a device, None (current
     device), or -1 / "cpu" (pinned host memory, as torch)."""
+    dim = int64_arg(dim, "dim")
     ins = _dlpack.borrow_all(tensors)
     if out is not None:
         if destination is not None:
             raise RuntimeError("tcuda.comm.gather: 'destination' must not be given with 'out'")
         o = _dlpack.Borrowed(out)
-        check(lib.tcuda_comm_gather_out(_dlpack.ptr_array(ins), len(ins), int(dim), o.address))
+        check(lib.tcuda_comm_gather_out(_dlpack.ptr_array(ins), len(ins), dim, o.address))
         return out
     res = _outs(1)
-    check(lib.tcuda_comm_gather(_dlpack.ptr_array(ins), len(ins), int(dim), _destination(destination, True), res))
+    check(lib.tcuda_comm_gather(_dlpack.ptr_array(ins), len(ins), dim, _destination(destination, True), res))
     return _dlpack.wrap_outputs(res[:1], ins)[0]

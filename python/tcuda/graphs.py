@@ -11,7 +11,7 @@ Pool tokens are (int, int) tuples, as torch's.
 import ctypes
 from ctypes import byref, c_int, c_size_t, c_void_p
 
-from ._lib import GraphPoolT, GraphScopeT, check, lib
+from ._lib import GraphPoolT, GraphScopeT, c_path, c_string, check, lib, uint64_arg
 
 __all__ = ["CUDAGraph", "graph", "graph_pool_handle", "is_current_stream_capturing", "make_graphed_callables"]
 
@@ -19,7 +19,7 @@ __all__ = ["CUDAGraph", "graph", "graph_pool_handle", "is_current_stream_capturi
 def _mode(capture_error_mode):
     # The library parses the name, so a bad one gets torch's message.
     m = c_int()
-    check(lib.tcuda_graph_capture_mode_from_name(str(capture_error_mode).encode(), byref(m)))
+    check(lib.tcuda_graph_capture_mode_from_name(c_string(capture_error_mode, "capture_error_mode"), byref(m)))
     return m.value
 
 
@@ -33,7 +33,7 @@ def _pool(pool):
         raise TypeError("tcuda: a graph pool is a pair of ints from graph_pool_handle() or CUDAGraph.pool(), "
                         "got %r" % (pool,)) from None
     p = GraphPoolT()
-    p.id[0], p.id[1] = a & 0xFFFFFFFFFFFFFFFF, b & 0xFFFFFFFFFFFFFFFF
+    p.id[0], p.id[1] = uint64_arg(a, "pool id"), uint64_arg(b, "pool id")
     return ctypes.pointer(p)
 
 
@@ -104,7 +104,7 @@ class CUDAGraph:
 
     def debug_dump(self, debug_path):
         """Write the graph as Graphviz DOT (needs enable_debug_mode() before capture_end)."""
-        check(lib.tcuda_graph_debug_dump(self._g, str(debug_path).encode()))
+        check(lib.tcuda_graph_debug_dump(self._g, c_path(debug_path, "debug_path")))
 
     def register_generator_state(self, generator):
         """Captures of this graph use `generator` (a tcuda.Generator) graph-safely."""

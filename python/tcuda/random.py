@@ -6,13 +6,14 @@ from ctypes import byref, c_ubyte, c_uint64, c_void_p
 
 from . import _dlpack
 from ._device import _device_index, device_count
-from ._lib import check, lib
+from ._lib import check, int64_arg, lib, uint64_arg
 
 __all__ = ["get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all", "manual_seed",
            "manual_seed_all", "seed", "seed_all", "initial_seed", "Generator", "default_generator",
            "uniform_", "normal_", "random_"]
 
 _U64 = (1 << 64) - 1
+_STATE_SIZE = 16  # TCUDA_RNG_STATE_SIZE: uint64 seed, int64 offset
 _TORCH_DEFAULT_SEED = 67280421310721  # torch.Generator's seed before manual_seed
 
 
@@ -39,25 +40,36 @@ def _dev(device):
 
 def get_rng_state(device="cuda"):
     """The default generator's state: 16 bytes (seed, offset), as torch's ByteTensor holds."""
-    buf = (c_ubyte * 16)()
+    buf = (c_ubyte * _STATE_SIZE)()
     check(lib.tcuda_get_rng_state(_dev(device), buf))
     return bytes(buf)
 
 
 def set_rng_state(new_state, device="cuda"):
+    """Without CUDA it does nothing, as torch's (which queues it for an
+    initialisation that never comes)."""
     b = _state_bytes(new_state)
-    check(lib.tcuda_set_rng_state(_dev(device), b, len(b)))
+    dev = _dev(device)
+    if not lib.tcuda_is_available():
+        return
+    check(lib.tcuda_set_rng_state(dev, b, len(b)))
 
 
 def get_rng_state_all():
+    """One state per device: [] without CUDA, as torch's."""
     n = device_count()
-    buf = ctypes.create_string_buffer(16 * max(n, 1))
-    check(lib.tcuda_get_rng_state_all(buf, 16 * n))
-    return [buf.raw[16 * i:16 * (i + 1)] for i in range(n)]
+    if n == 0:
+        return []
+    buf = ctypes.create_string_buffer(_STATE_SIZE * max(n, 1))
+    check(lib.tcuda_get_rng_state_all(buf, _STATE_SIZE * n))
+    return [buf.raw[_STATE_SIZE * i:_STATE_SIZE * (i + 1)] for i in range(n)]
 
 
 def set_rng_state_all(new_states):
+    """States for devices 0, 1, ...; an empty list, or no CUDA, does nothing, as torch's."""
     b = b"".join(_state_bytes(s) for s in new_states)
+    if not b or not lib.tcuda_is_available():
+        return
     check(lib.tcuda_set_rng_state_all(b, len(b)))
 
 
@@ -120,7 +132,7 @@ class Generator:
         return s.value
 
     def get_state(self):
-        buf = (c_ubyte * 16)()
+        buf = (c_ubyte * _STATE_SIZE)()
         check(lib.tcuda_generator_get_state(self._g, buf))
         return bytes(buf)
 
@@ -135,7 +147,7 @@ class Generator:
         return o.value
 
     def set_offset(self, offset):
-        check(lib.tcuda_generator_set_offset(self._g, int(offset)))
+        check(lib.tcuda_generator_set_offset(self._g, uint64_arg(offset, "offset")))
         return self
 
 
@@ -176,8 +188,8 @@ def random_(tensor, *args, generator=None):
     if not args:
         return _fill(lib.tcuda_rand_random, tensor, generator)
     if len(args) == 1:
-        return _fill(lib.tcuda_rand_randint, tensor, generator, 0, int(args[0]))
+        return _fill(lib.tcuda_rand_randint, tensor, generator, 0, int64_arg(args[0], "to"))
     low, high = args
     if high is None:
-        return _fill(lib.tcuda_rand_random_from, tensor, generator, int(low))
-    return _fill(lib.tcuda_rand_randint, tensor, generator, int(low), int(high))
+        return _fill(lib.tcuda_rand_random_from, tensor, generator, int64_arg(low, "from_"))
+    return _fill(lib.tcuda_rand_randint, tensor, generator, int64_arg(low, "from_"), int64_arg(high, "to"))

@@ -3,10 +3,10 @@ import ctypes
 from ctypes import byref, c_float, c_int, c_void_p
 
 from ._device import _device_index
-from ._lib import StreamGuardT, StreamT, check, lib
+from ._lib import StreamGuardT, StreamT, check, int_arg, lib, pointer_arg
 
 __all__ = ["Stream", "ExternalStream", "Event", "StreamContext", "stream", "current_stream", "default_stream",
-           "set_stream"]
+           "set_stream", "get_stream_from_external"]
 
 _TIMING, _BLOCKING, _INTERPROCESS = 1, 2, 4
 
@@ -20,7 +20,7 @@ class Stream:
         st = kwargs.get("_stream")
         if st is None:
             st = StreamT()
-            check(lib.tcuda_stream_from_pool(_device_index(device), int(priority), byref(st)))
+            check(lib.tcuda_stream_from_pool(_device_index(device), int_arg(priority, "priority"), byref(st)))
         self._s = st
         return self
 
@@ -96,13 +96,19 @@ class ExternalStream(Stream):
 
     def __new__(cls, stream_ptr, device=None, **kwargs):
         st = StreamT()
-        check(lib.tcuda_stream_external(int(stream_ptr) or None, _device_index(device), byref(st)))
+        check(lib.tcuda_stream_external(pointer_arg(stream_ptr, "stream_ptr"), _device_index(device), byref(st)))
         self = object.__new__(cls)
         self._s = st
         return self
 
     def __init__(self, stream_ptr, device=None, **kwargs):
         pass
+
+
+def get_stream_from_external(data_ptr, device=None):
+    """torch.cuda.get_stream_from_external: a cudaStream_t made elsewhere, as
+    a Stream (an ExternalStream: keep the CUDA stream alive while in use)."""
+    return ExternalStream(data_ptr, device)
 
 
 def current_stream(device=None):

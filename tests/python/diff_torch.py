@@ -2,7 +2,8 @@
 in two subprocesses, whose outputs must be equal: devices, streams, events,
 RNG values and states, memory stats/summary/snapshot for the same request
 sequence, pinned host memory stats, CUDA graphs (capture, replay, pools,
-errors), comm results and NVTX depths.
+errors), comm results, NVTX depths, and the shape of current_blas_handle(),
+ipc_collect() and the memory history.
 
     python3 diff_torch.py                       # compare; exit 1 on a difference
     python3 diff_torch.py --backend torch|tcuda  # one side, JSON out
@@ -409,6 +410,31 @@ def nvtx_section(cuda, tcuda_mode, out, info):
     out["nvtx"] = depths
 
 
+def extras_section(cuda, out, info):
+    """Names compared by shape, not value: the cuBLAS handle, ipc_collect and
+    the memory history that _snapshot() returns for one alloc/free pair."""
+    r = {}
+    h = cuda.current_blas_handle()
+    r["blas_handle"] = "nonzero int" if isinstance(h, int) and h else repr(h)
+    r["ipc_collect"] = repr(cuda.ipc_collect())
+    mem = cuda.memory
+    mem._record_memory_history(max_entries=1000)
+    p = cuda.caching_allocator_alloc(3 * MiB + 5, 0)
+    cuda.caching_allocator_delete(p)
+    snap = mem._snapshot()
+    mem._record_memory_history(enabled=None)
+    r["snapshot_keys"] = sorted(k for k in snap if k in ("segments", "device_traces", "allocator_settings"))
+    trace = snap["device_traces"][0] if snap["device_traces"] else []
+    # block events only: whether a segment is made depends on what each
+    # side's cache holds from earlier sections
+    mine = [e for e in trace if e.get("addr") == p and e["action"] in ("alloc", "free_requested", "free_completed")]
+    r["actions_for_the_block"] = [e["action"] for e in mine]
+    r["alloc_size"] = [e["size"] for e in mine if e["action"] == "alloc"]
+    r["entry_keys"] = sorted({k for e in mine for k in e} & {"action", "addr", "size", "stream"})
+    info["trace_tail"] = [(e["action"], e.get("size")) for e in trace[-6:]]
+    out["extras"] = r
+
+
 def run(backend):
     import torch
     tcuda_mode = backend == "tcuda"
@@ -428,6 +454,7 @@ def run(backend):
         ("comm", lambda: comm_section(torch, cuda, tcuda_mode, out)),
         ("graph", lambda: graph_section(torch, cuda, tcuda_mode, out, info)),  # late: a failed capture stays local
         ("nvtx", lambda: nvtx_section(cuda, tcuda_mode, out, info)),
+        ("extras", lambda: extras_section(cuda, out, info)),
     ]
     for name, fn in sections:
         try:
