@@ -1035,7 +1035,7 @@ TCUDA_API void tcuda_cupy_free(void *param, void *ptr, int device);
  * Sharing memory between processes           (CUDA IPC, ipc_collect)
  * ====================================================================== */
 
-#define TCUDA_IPC_HANDLE_VERSION 1
+#define TCUDA_IPC_HANDLE_VERSION 2
 
 /* What a producer sends to a consumer process (plain bytes: write it to a
  * pipe, a socket or a file as it is). */
@@ -1050,6 +1050,7 @@ typedef struct tcuda_ipc_handle {
   uint64_t size;                  /* bytes from the pointer to the end of its block */
   char ref_name[48];              /* shared-memory file with the reference slots */
   uint64_t ref_slot;
+  uint64_t token;                 /* random, also in the slot: binds the handle to its slot */
 } tcuda_ipc_handle_t;
 
 /* Export a tcuda allocation (any pointer inside a live block) to another
@@ -1061,7 +1062,11 @@ TCUDA_API tcuda_status tcuda_ipc_export(void *ptr, tcuda_ipc_handle_t *handle);
 /* Consumer: open the memory (segments are opened once per process), make
  * the current stream wait for the producer's event, and return the pointer.
  * A handle can be imported once: a second import, here or in another
- * process, is TCUDA_ERROR_INVALID_STATE. */
+ * process, is TCUDA_ERROR_INVALID_STATE. A handle is untrusted input: its
+ * reference file must belong to this user and have its full size, its slot
+ * must hold the handle's token, and offset + size must lie inside the
+ * opened allocation; otherwise TCUDA_ERROR_INVALID_ARGUMENT names what is
+ * wrong and nothing is opened or claimed. */
 TCUDA_API tcuda_status tcuda_ipc_import(const tcuda_ipc_handle_t *handle, void **ptr);
 /* Consumer: synchronise the current stream, release the memory and tell
  * the producer it may reuse the block. */

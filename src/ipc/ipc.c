@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define TC_IPC_MAGIC 0x50494354u /* "TCIP" */
@@ -31,9 +33,17 @@ _Static_assert(sizeof(cudaIpcMemHandle_t) == 64, "IPC memory handle size");
 _Static_assert(sizeof(cudaIpcEventHandle_t) == 64, "IPC event handle size");
 
 /* ---- shared-memory reference files ---- */
+/* A slot: its state (above) and the export's random token, which the
+ * handle carries too, so a handle cannot name another export's slot. */
+typedef struct ipc_slot {
+  _Atomic int64_t state;
+  _Atomic uint64_t token;
+} ipc_slot;
+#define REF_FILE_BYTES (SLOTS_PER_FILE * sizeof(ipc_slot))
+
 typedef struct ref_file {
   char name[48];
-  _Atomic int64_t *slots;
+  ipc_slot *slots;
   size_t next;    /* producer: next unused slot */
   int users;      /* producer: records using it; consumer: imports using it */
   int producer;   /* created here (unlink when idle) */
@@ -45,10 +55,27 @@ static ref_file *g_files;
 static ref_file *g_current; /* producer's file for new exports */
 static unsigned g_file_serial;
 
-static ref_file *file_map(const char *name, int create) {
-  int fd = shm_open(name, create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
+/* Maps a reference file; NULL with errno set, or with *why set when an
+ * existing file is not one this process may trust (another owner, or
+ * shorter than a reference file: mapping it whole would fault). */
+static ref_file *file_map(const char *name, int create, const char **why) {
+  int fd = shm_open(name, create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR | O_NOFOLLOW, 0600);
   if (fd < 0) return NULL;
-  size_t bytes = SLOTS_PER_FILE * sizeof(int64_t);
+  size_t bytes = REF_FILE_BYTES;
+  if (!create) {
+    struct stat sb;
+    const char *bad = fstat(fd, &sb) != 0 ? "cannot be examined (fstat failed)"
+                      : !S_ISREG(sb.st_mode) ? "is not a regular file"
+                      : sb.st_uid != geteuid() ? "belongs to another user"
+                      : (sb.st_mode & 022) ? "is writable by group or others"
+                      : sb.st_size != (off_t)bytes ? "does not have a reference file's size (truncated or forged)"
+                      : NULL;
+    if (bad) {
+      close(fd);
+      *why = bad;
+      return NULL;
+    }
+  }
   if (create && ftruncate(fd, (off_t)bytes) != 0) {
     close(fd);
     shm_unlink(name);
@@ -79,7 +106,7 @@ static void file_drop(ref_file *f) {
   while (*pp != f) pp = &(*pp)->next_file;
   *pp = f->next_file;
   if (g_current == f) g_current = NULL;
-  munmap((void *)f->slots, SLOTS_PER_FILE * sizeof(int64_t));
+  munmap((void *)f->slots, REF_FILE_BYTES);
   if (f->producer) shm_unlink(f->name);
   free(f);
 }
@@ -95,6 +122,24 @@ static int slot_released(int64_t v) {
   if (v == 0) return 1;
   if (v > 0 && kill((pid_t)v, 0) != 0 && errno == ESRCH) return 1;
   return 0;
+}
+
+/* Tokens need not be secret from this user's other processes (they can
+ * map the file), only unguessable enough that a forged or stale handle
+ * does not match a live slot by chance. */
+static uint64_t random_token(void) {
+  uint64_t t = 0;
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    if (read(fd, &t, sizeof t) != (ssize_t)sizeof t) t = 0;
+    close(fd);
+  }
+  if (!t) { /* no urandom: time and address bits, still never 0 */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    t = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ (uint64_t)(uintptr_t)&t ^ ((uint64_t)getpid() << 40);
+  }
+  return t;
 }
 
 /* ---- producer ---- */
@@ -115,7 +160,8 @@ static void rec_remove(export_rec *r) {
   while (*pp != r) pp = &(*pp)->next;
   *pp = r->next;
   if (r->event) cudaEventDestroy(r->event);
-  atomic_store(&r->file->slots[r->slot], 0);
+  atomic_store(&r->file->slots[r->slot].state, 0);
+  atomic_store(&r->file->slots[r->slot].token, 0);
   if (--r->file->users == 0 && r->file != g_current) file_drop(r->file);
   free(r);
 }
@@ -123,7 +169,7 @@ static void rec_remove(export_rec *r) {
 /* Every record of `block` released? (g_mu held) */
 static int block_released(void *block) {
   for (export_rec *r = g_exports; r; r = r->next)
-    if (r->block == block && !slot_released(atomic_load(&r->file->slots[r->slot]))) return 0;
+    if (r->block == block && !slot_released(atomic_load(&r->file->slots[r->slot].state))) return 0;
   return 1;
 }
 
@@ -269,7 +315,8 @@ tcuda_status tcuda_ipc_export(void *ptr, tcuda_ipc_handle_t *h) {
     g_current = NULL;
     char name[48];
     snprintf(name, sizeof name, "/tcuda-ipc-%d-%u", (int)getpid(), g_file_serial++);
-    g_current = file_map(name, 1);
+    const char *why = NULL;
+    g_current = file_map(name, 1, &why);
   }
   if (!r || !g_current) {
     int err = errno;
@@ -285,7 +332,10 @@ tcuda_status tcuda_ipc_export(void *ptr, tcuda_ipc_handle_t *h) {
   r->slot = g_current->next++;
   r->event = ev;
   g_current->users++;
-  atomic_store(&g_current->slots[r->slot], -1);
+  uint64_t token = 0;
+  while (!token) token = random_token();
+  atomic_store(&g_current->slots[r->slot].token, token);
+  atomic_store(&g_current->slots[r->slot].state, -1);
   r->next = g_exports;
   g_exports = r;
   h->magic = TC_IPC_MAGIC;
@@ -296,6 +346,7 @@ tcuda_status tcuda_ipc_export(void *ptr, tcuda_ipc_handle_t *h) {
   h->size = blk.address + blk.size - (uint64_t)(uintptr_t)ptr;
   snprintf(h->ref_name, sizeof h->ref_name, "%s", g_current->name);
   h->ref_slot = r->slot;
+  h->token = token;
   pthread_mutex_unlock(&g_mu);
   install_hooks();
   return TCUDA_SUCCESS;
@@ -336,6 +387,60 @@ static tcuda_status check_handle(const char *F, const tcuda_ipc_handle_t *h) {
                     "%s: the handle was exported by this process; use the pointer itself (CUDA cannot open "
                     "its own IPC handles)",
                     F);
+  /* the file is named after the process that made it */
+  char want[48];
+  int n = snprintf(want, sizeof want, "/tcuda-ipc-%d-", (int)h->producer_pid);
+  if (h->producer_pid <= 0 || strncmp(h->ref_name, want, (size_t)n) != 0 || !h->ref_name[n] ||
+      strspn(h->ref_name + n, "0123456789") != strlen(h->ref_name + n))
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: handle's reference file %s is not producer %d's", F,
+                    h->ref_name, (int)h->producer_pid);
+  if (h->size == 0 || h->offset + h->size < h->offset)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: handle's offset %llu and size %llu do not make a range", F,
+                    (unsigned long long)h->offset, (unsigned long long)h->size);
+  if (h->device < 0)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: handle's device %d is not a device", F, (int)h->device);
+  return TCUDA_SUCCESS;
+}
+
+/* The reference file named by h, mapped and checked, with h's token in its
+ * slot (g_mu held). *new_file: mapped by this call. */
+static tcuda_status ref_file_for(const char *F, const tcuda_ipc_handle_t *h, ref_file **out, int *new_file) {
+  *new_file = 0;
+  ref_file *f = file_find(h->ref_name);
+  if (!f) {
+    const char *why = NULL;
+    errno = 0;
+    if (!(f = file_map(h->ref_name, 0, &why))) {
+      if (why) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: reference file %s %s", F, h->ref_name, why);
+      return tc_error(TCUDA_ERROR_INVALID_STATE, "%s: cannot open reference file %s (%s): the producer has released it",
+                      F, h->ref_name, strerror(errno));
+    }
+    *new_file = 1;
+  }
+  if (atomic_load(&f->slots[h->ref_slot].token) != h->token) {
+    if (*new_file) file_drop(f);
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
+                    "%s: handle's token does not match slot %llu of %s (a forged handle, another export's slot, "
+                    "or an export the producer has released)",
+                    F, (unsigned long long)h->ref_slot, h->ref_name);
+  }
+  *out = f;
+  return TCUDA_SUCCESS;
+}
+
+/* The allocation the driver opened at base: offset + size must lie in it. */
+static tcuda_status check_range(const char *F, const tcuda_ipc_handle_t *h, void *base) {
+  typedef int (*pfn_range)(unsigned long long *, size_t *, unsigned long long);
+  pfn_range range = (pfn_range)tc_driver_fn("cuMemGetAddressRange");
+  unsigned long long b = 0;
+  size_t sz = 0;
+  if (!range || range(&b, &sz, (unsigned long long)(uintptr_t)base) != 0)
+    return tc_error(TCUDA_ERROR_CUDA, "%s: cuMemGetAddressRange failed on the opened allocation", F);
+  uint64_t off = (uint64_t)(uintptr_t)base - b + h->offset;
+  if (h->offset >= sz || off + h->size > sz || off + h->size < off)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
+                    "%s: handle's offset %llu and size %llu reach past the shared allocation (%zu bytes)", F,
+                    (unsigned long long)h->offset, (unsigned long long)h->size, sz);
   return TCUDA_SUCCESS;
 }
 
@@ -345,25 +450,27 @@ tcuda_status tcuda_ipc_import(const tcuda_ipc_handle_t *h, void **ptr) {
   TC_CHECK_ARG(F, ptr, "ptr");
   *ptr = NULL;
   tcuda_status s = check_handle(F, h);
+  if (s) return s;
+  /* the file and slot are checked before CUDA: a forged handle is refused
+   * the same way with or without a GPU */
+  ref_file *f = NULL;
+  int new_file = 0;
+  pthread_mutex_lock(&g_mu);
+  s = ref_file_for(F, h, &f, &new_file);
+  if (!s && new_file) file_drop(f);
+  pthread_mutex_unlock(&g_mu);
   if (s || (s = tc_lazy_init(F))) return s;
   int dev = h->device;
   if ((s = tc_resolve_device(F, &dev))) return s;
 
   pthread_mutex_lock(&g_mu);
-  ref_file *f = file_find(h->ref_name);
-  int new_file = 0;
-  if (!f) {
-    if (!(f = file_map(h->ref_name, 0))) {
-      int err = errno;
-      pthread_mutex_unlock(&g_mu);
-      return tc_error(TCUDA_ERROR_INVALID_STATE, "%s: cannot open reference file %s (%s): the producer has released it",
-                      F, h->ref_name, strerror(err));
-    }
-    new_file = 1;
+  if ((s = ref_file_for(F, h, &f, &new_file))) {
+    pthread_mutex_unlock(&g_mu);
+    return s;
   }
   /* claim the slot: only one import, ever, per handle */
   int64_t expect = -1;
-  if (!atomic_compare_exchange_strong(&f->slots[h->ref_slot], &expect, (int64_t)getpid())) {
+  if (!atomic_compare_exchange_strong(&f->slots[h->ref_slot].state, &expect, (int64_t)getpid())) {
     if (new_file) file_drop(f);
     pthread_mutex_unlock(&g_mu);
     if (expect > 0)
@@ -394,6 +501,12 @@ tcuda_status tcuda_ipc_import(const tcuda_ipc_handle_t *h, void **ptr) {
       sg = NULL;
     }
   }
+  tcuda_status range_st = TCUDA_SUCCESS;
+  char range_msg[TC_ERRMSG_MAX];
+  if (e == cudaSuccess && (range_st = check_range(F, h, sg->base))) {
+    snprintf(range_msg, sizeof range_msg, "%s", tcuda_last_error());
+    e = cudaErrorInvalidValue;
+  }
   import_rec *r = NULL;
   if (e == cudaSuccess) {
     /* order our later work after the producer's writes */
@@ -419,10 +532,10 @@ tcuda_status tcuda_ipc_import(const tcuda_ipc_handle_t *h, void **ptr) {
       free(sg);
     }
     if (guarded) tcuda_device_guard_end(&g);
-    atomic_store(&f->slots[h->ref_slot], -1); /* give the claim back */
+    atomic_store(&f->slots[h->ref_slot].state, -1); /* give the claim back */
     if (new_file) file_drop(f);
     pthread_mutex_unlock(&g_mu);
-    return tc_cuda_error(e, F, call);
+    return range_st ? tc_error(range_st, "%s", range_msg) : tc_cuda_error(e, F, call);
   }
   if (guarded) tcuda_device_guard_end(&g);
   sg->users++;
@@ -469,7 +582,7 @@ tcuda_status tcuda_ipc_close(void *ptr) {
     free(sg);
   }
   if (guarded) tcuda_device_guard_end(&g);
-  atomic_store(&r->file->slots[r->slot], 0);
+  atomic_store(&r->file->slots[r->slot].state, 0);
   if (--r->file->users == 0) file_drop(r->file);
   free(r);
   pthread_mutex_unlock(&g_mu);

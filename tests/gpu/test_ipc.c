@@ -2,7 +2,8 @@
  * what the producer wrote and writes a result back; a producer free is
  * deferred until the consumer closes, and ipc_collect then returns the
  * memory (the stats show it); a consumer killed mid-use does not leak the
- * block; a handle imports once; expandable segments are refused. The
+ * block; a handle imports once; forged handles are refused; expandable
+ * segments are refused. The
  * consumer is this binary exec'ed with --consumer (a fork after CUDA init
  * cannot use CUDA). */
 #include "harness.h"
@@ -85,6 +86,12 @@ static int consumer(int rfd, int wfd) {
         if (q) rc = 3;
       }
       if (tcuda_ipc_close(p)) rc = 4;
+      break;
+    case 'X': /* a forged handle is refused with INVALID_ARGUMENT, nothing opened */
+      if (tcuda_ipc_import(&m.h, &p) != TCUDA_ERROR_INVALID_ARGUMENT) rc = 1;
+      else if (p) rc = 2;
+      else if (!strstr(tcuda_last_error(), "past the shared allocation") && !strstr(tcuda_last_error(), "token"))
+        rc = 3;
       break;
     case 'S': /* import, answer, then hang until killed */
       rc = tcuda_ipc_import(&m.h, &held) ? 1 : 0;
@@ -199,7 +206,29 @@ static void two_processes(void) {
   CHECK_EQ_INT(ask(to, from, 'T', &h), 1); /* already imported and released */
   CHECK_OK(tcuda_free(b3));
 
-  /* 4. the consumer dies holding the block */
+  /* 4. forged handles: an offset or a size past the shared allocation, or
+   * another export's slot, are refused; the genuine handle still imports */
+  unsigned *b5 = NULL, *b6 = NULL;
+  tcuda_ipc_handle_t h6, f;
+  CHECK_OK(tcuda_malloc((void **)&b5, N * sizeof *b5));
+  CHECK_OK(tcuda_malloc((void **)&b6, 4096));
+  CHECK_OK(tcuda_ipc_export(b5, &h));
+  CHECK_OK(tcuda_ipc_export(b6, &h6));
+  f = h;
+  f.offset += (uint64_t)1 << 40;
+  CHECK_EQ_INT(ask(to, from, 'X', &f), 0);
+  f = h;
+  f.size = (uint64_t)1 << 40;
+  CHECK_EQ_INT(ask(to, from, 'X', &f), 0);
+  f = h;
+  f.ref_slot = h6.ref_slot;
+  CHECK_EQ_INT(ask(to, from, 'X', &f), 0);
+  CHECK_EQ_INT(ask(to, from, 'T', &h), 0);
+  CHECK_EQ_INT(ask(to, from, 'T', &h6), 0);
+  CHECK_OK(tcuda_free(b5));
+  CHECK_OK(tcuda_free(b6));
+
+  /* 5. the consumer dies holding the block */
   unsigned *b4 = NULL;
   CHECK_OK(tcuda_malloc((void **)&b4, N * sizeof *b4));
   CHECK_OK(tcuda_ipc_export(b4, &h));
