@@ -391,9 +391,11 @@ static tcuda_status check_handle(const char *F, const tcuda_ipc_handle_t *h) {
   char want[48];
   int n = snprintf(want, sizeof want, "/tcuda-ipc-%d-", (int)h->producer_pid);
   if (h->producer_pid <= 0 || strncmp(h->ref_name, want, (size_t)n) != 0 || !h->ref_name[n] ||
-      strspn(h->ref_name + n, "0123456789") != strlen(h->ref_name + n))
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: handle's reference file %s is not producer %d's", F,
-                    h->ref_name, (int)h->producer_pid);
+      strspn(h->ref_name + n, "0123456789") != strlen(h->ref_name + n)) {
+    char shown[200];
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: handle's reference file '%s' is not producer %d's", F,
+                    tc_printable(h->ref_name, shown, sizeof shown), (int)h->producer_pid);
+  }
   if (h->size == 0 || h->offset + h->size < h->offset)
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: handle's offset %llu and size %llu do not make a range", F,
                     (unsigned long long)h->offset, (unsigned long long)h->size);
