@@ -19,6 +19,13 @@ pc=$(find "$tmp/prefix" -name tcuda.pc | head -1)
 libdir=$(dirname "$(dirname "$pc")")
 test -f "$tmp/prefix/include/tcuda.h" || fail "tcuda.h not installed"
 test -f "$libdir/cmake/tcuda/tcudaConfig.cmake" || fail "tcudaConfig.cmake not installed"
+# The licence python/pyproject.toml declares, in the tree and installed.
+grep -q 'BSD-3-Clause' "$TCUDA_SOURCE_DIR/python/pyproject.toml" \
+  || fail "python/pyproject.toml declares another licence"
+for f in "$TCUDA_SOURCE_DIR/LICENSE" "$tmp/prefix/share/doc/tcuda/LICENSE"; do
+  grep -q '^BSD 3-Clause License$' "$f" && grep -q '^Copyright (c) 2026, the tcuda authors$' "$f" \
+    || fail "$f is not the BSD-3-Clause licence of the tcuda authors"
+done
 
 # The static library must need no C++ runtime where the build drops it
 # (x86-64, see the top CMakeLists.txt): no exception or guard symbols, no
