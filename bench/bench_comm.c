@@ -3,7 +3,8 @@
  * the torch.cuda.comm numbers under the same metric names. 256 MiB float32
  * unless named otherwise; GB/s = the metric's bytes / wall time to
  * completion on both devices (median of 10 after 3 warm-ups). Each tcuda
- * metric is also printed for TCUDA_COMM_ENGINE=nccl (suffix _nccl_engine).
+ * metric is also printed for the NCCL engine (tcuda_comm_set_engine,
+ * suffix _nccl_engine).
  * Prints RESULT lines (format: bench/run-gpu).
  *
  * Then (unless BENCH_COMM_SWEEP=0) a sweep of the peer-copy and reduce_add
@@ -430,6 +431,7 @@ static void result(const char *metric, double tc_gbs, const char *ref_name, doub
 }
 
 int main(void) {
+  tcuda_status s;
   if (tcuda_device_count() < 2) {
     fprintf(stderr, "bench_comm: needs 2 GPUs, found %d; nothing measured\n", tcuda_device_count());
     return 0;
@@ -460,7 +462,7 @@ int main(void) {
   double peer = big / timeit(ref_peer_full, x), peer_half = big / timeit(ref_peer_half, x);
   double peer_many = many / timeit(ref_peer_many, x), d2h = big / timeit(ref_d2h, x);
   for (int eng = 0; eng < 2; eng++) {
-    if (eng) setenv("TCUDA_COMM_ENGINE", "nccl", 1);
+    if (eng && (s = tcuda_comm_set_engine(TCUDA_COMM_ENGINE_NCCL))) die("set_engine", s);
     const char *sfx = eng ? "_nccl_engine" : "";
     char m[96];
     snprintf(m, sizeof m, "broadcast_256MiB%s", sfx);
@@ -476,7 +478,7 @@ int main(void) {
     snprintf(m, sizeof m, "gather_to_host_256MiB%s", sfx);
     result(m, big / timeit(op_gather_host, x), "cudaMemcpyAsync_D2H_pinned", d2h, eng ? "info" : ">=21GB/s(20x_torch_1.05)");
   }
-  unsetenv("TCUDA_COMM_ENGINE");
+  if ((s = tcuda_comm_set_engine(TCUDA_COMM_ENGINE_AUTO))) die("set_engine", s);
   setenv("TCUDA_COMM_P2P", "ce", 1);
   result("broadcast_256MiB_copy_engines", big / timeit(op_broadcast, x), "cudaMemcpyPeerAsync", peer, "info");
   result("scatter_256MiB_total_copy_engines", big / timeit(op_scatter, x), "cudaMemcpyPeerAsync_half", peer_half, "info");

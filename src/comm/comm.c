@@ -186,7 +186,23 @@ static int peer_ok(int dev, int peer) {
   return v > 0;
 }
 
-enum { ENG_AUTO, ENG_NCCL, ENG_COPY };
+enum { ENG_AUTO = TCUDA_COMM_ENGINE_AUTO, ENG_NCCL = TCUDA_COMM_ENGINE_NCCL, ENG_COPY = TCUDA_COMM_ENGINE_COPY };
+static atomic_int g_engine = ENG_AUTO; /* tcuda_comm_set_engine */
+
+tcuda_status tcuda_comm_set_engine(tcuda_comm_engine engine) {
+  if (engine != TCUDA_COMM_ENGINE_AUTO && engine != TCUDA_COMM_ENGINE_NCCL && engine != TCUDA_COMM_ENGINE_COPY)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
+                    "tcuda_comm_set_engine: engine %d is not a tcuda_comm_engine (AUTO, NCCL or COPY)", (int)engine);
+  atomic_store_explicit(&g_engine, (int)engine, memory_order_relaxed);
+  return TCUDA_SUCCESS;
+}
+
+tcuda_status tcuda_comm_get_engine(tcuda_comm_engine *engine) {
+  TC_CHECK_ARG("tcuda_comm_get_engine", engine, "engine");
+  *engine = (tcuda_comm_engine)atomic_load_explicit(&g_engine, memory_order_relaxed);
+  return TCUDA_SUCCESS;
+}
+
 /* How one contiguous GPU-to-GPU copy moves its bytes (TCUDA_COMM_P2P):
  * push/pull are SM kernels on the source/destination; ce* are copy
  * engines, split over streams of the source (ceN) or of both ends (cexN);
@@ -242,8 +258,8 @@ static tcuda_status env_int(const char *func, const char *var, long lo, long hi,
 }
 
 static tcuda_status get_opts(const char *func, tc_opts *o) {
-  static const char *const engines[] = {"auto", "nccl", "copy"};
   memset(o, 0, sizeof *o);
+  o->engine = atomic_load_explicit(&g_engine, memory_order_relaxed);
   o->split = 50;
   o->chunks = 4;
   /* Default: a copy engine for a bulk peer copy. Measured on 2 H200s at
@@ -252,8 +268,7 @@ static tcuda_status get_opts(const char *func, tc_opts *o) {
    * for copy-then-add. -1 until the environment is read: only a ce value
    * named there also moves the other peer copies to the copy engines. */
   o->p2p = -1;
-  tcuda_status st = env_choice(func, "TCUDA_COMM_ENGINE", engines, 3, &o->engine);
-  if (!st) st = env_choice(func, "TCUDA_COMM_P2P", g_p2p_names, (int)(sizeof g_p2p_names / sizeof *g_p2p_names), &o->p2p);
+  tcuda_status st = env_choice(func, "TCUDA_COMM_P2P", g_p2p_names, (int)(sizeof g_p2p_names / sizeof *g_p2p_names), &o->p2p);
   if (!st) st = env_choice(func, "TCUDA_COMM_REDUCE", g_red_names, (int)(sizeof g_red_names / sizeof *g_red_names), &o->red);
   if (!st) st = env_int(func, "TCUDA_COMM_BLOCKS_PER_SM", 1, 32, 0, &o->bpsm);
   if (!st) st = env_int(func, "TCUDA_COMM_THREADS", 64, 1024, 1, &o->threads);

@@ -3,18 +3,18 @@
  * Skips (77) with fewer than two GPUs. */
 #include "test_comm_util.h"
 
-static void with_env(const char *engine, const char *p2p) {
-  if (engine) setenv("TCUDA_COMM_ENGINE", engine, 1);
+static void with_env(tcuda_comm_engine engine, const char *p2p) {
+  CHECK_OK(tcuda_comm_set_engine(engine));
   if (p2p) setenv("TCUDA_COMM_P2P", p2p, 1);
   run_suite(0, 1);
   run_suite(1, 0);
-  unsetenv("TCUDA_COMM_ENGINE");
+  CHECK_OK(tcuda_comm_set_engine(TCUDA_COMM_ENGINE_AUTO));
   unsetenv("TCUDA_COMM_P2P");
 }
-static void test_auto(void) { with_env(NULL, NULL); }
-static void test_nccl(void) { with_env("nccl", NULL); }
-static void test_copy(void) { with_env("copy", NULL); }
-static void test_copy_engines(void) { with_env("copy", "ce"); }
+static void test_auto(void) { with_env(TCUDA_COMM_ENGINE_AUTO, NULL); }
+static void test_nccl(void) { with_env(TCUDA_COMM_ENGINE_NCCL, NULL); }
+static void test_copy(void) { with_env(TCUDA_COMM_ENGINE_COPY, NULL); }
+static void test_copy_engines(void) { with_env(TCUDA_COMM_ENGINE_COPY, "ce"); }
 
 /* Past the lanes' split threshold (64 KiB) and odd: every part of a split
  * copy and of a chunked sum, in every dtype, both directions. */
@@ -83,12 +83,12 @@ static void test_big_default(void) {
 /* the same communicator cache entry serves repeated calls; another order is
  * another communicator */
 static void test_nccl_orders(void) {
-  setenv("TCUDA_COMM_ENGINE", "nccl", 1);
+  CHECK_OK(tcuda_comm_set_engine(TCUDA_COMM_ENGINE_NCCL));
   for (int rep = 0; rep < 3; rep++) {
     suite_reduce(0, 1);
     suite_reduce(1, 0);
   }
-  unsetenv("TCUDA_COMM_ENGINE");
+  CHECK_OK(tcuda_comm_set_engine(TCUDA_COMM_ENGINE_AUTO));
 }
 
 /* a stream of device 0 given for a chunk going to device 1 */
