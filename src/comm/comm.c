@@ -2,9 +2,11 @@
  * bucketing are pure (plan.c); this file allocates, moves and sums.
  *
  * Engine choice (see tcuda.h): NCCL where PyTorch would use it, except
- * two-GPU transfers with peer access: a bulk copy goes by a copy engine,
+ * two-GPU transfers with peer access: a bulk copy goes by a copy engine
+ * (faster on NVLink than any SM-kernel copy bench_comm's sweep tried),
  * reduce_add's sum is a kernel on the destination that reads the peer over
- * NVLink, many small tensors go in one push kernel.
+ * NVLink (one pass: faster than copy-then-add), many small tensors go in
+ * one push kernel.
  * Everything else goes through copy_view, which mirrors PyTorch's copy_:
  * cross-device work on the source's current stream, fenced both ways
  * against the destination's stream. */
@@ -164,9 +166,13 @@ static int blocks_for(int dev) { return sm_count(dev) * 4; }
 static pthread_mutex_t g_peer_mu = PTHREAD_MUTEX_INITIALIZER;
 static signed char g_peer[TC_MAX_DEVICES][TC_MAX_DEVICES]; /* 0 unknown, 1 enabled, -1 not possible */
 
+static atomic_int g_peer_off; /* tc_comm_test_peer_off */
+void tc_comm_test_peer_off(int off) { atomic_store_explicit(&g_peer_off, off, memory_order_relaxed); }
+
 /* 1 when kernels on `dev` can touch `peer`'s memory (access enabled once). */
 static int peer_ok(int dev, int peer) {
   if (dev == peer) return 1;
+  if (atomic_load_explicit(&g_peer_off, memory_order_relaxed)) return 0;
   pthread_mutex_lock(&g_peer_mu);
   int v = g_peer[dev][peer];
   if (!v) {
@@ -203,99 +209,7 @@ tcuda_status tcuda_comm_get_engine(tcuda_comm_engine *engine) {
   return TCUDA_SUCCESS;
 }
 
-/* How one contiguous GPU-to-GPU copy moves its bytes (TCUDA_COMM_P2P):
- * push/pull are SM kernels on the source/destination; ce* are copy
- * engines, split over streams of the source (ceN) or of both ends (cexN);
- * the mixed ones split the bytes between two engines at once. */
-enum { P2P_KERNEL, P2P_PULL, P2P_PUSHPULL, P2P_CE, P2P_CE2, P2P_CE4, P2P_CEX2, P2P_CEX4, P2P_CEKERNEL, P2P_CEPULL };
-static const char *const g_p2p_names[] = {"kernel", "pull",  "pushpull", "ce",       "ce2",
-                                          "ce4",    "cex2",  "cex4",     "cekernel", "cepull"};
-/* How reduce_add brings a peer's input to the destination (TCUDA_COMM_REDUCE):
- * fused: one kernel on the destination reads the peer over NVLink and adds;
- * push: the kernel runs on the peer instead, reading the destination's
- * partial sum and writing the result over NVLink; mix: both, split;
- * copy: peer copy (TCUDA_COMM_P2P) into a buffer, then a local add;
- * pipe: the same in chunks, copy of one overlapping the add of another. */
-enum { RED_AUTO, RED_FUSED, RED_PUSH, RED_MIX, RED_COPY, RED_PIPE };
-static const char *const g_red_names[] = {"auto", "fused", "push", "mix", "copy", "pipe"};
-typedef struct {
-  int engine;
-  int ce;   /* TCUDA_COMM_P2P names copy engines: strided, coalesced and
-             * reduce_add copies use them too */
-  int p2p;  /* P2P_* */
-  int red;  /* RED_* */
-  int bpsm, threads, unroll; /* kernel launch shape; 0: defaults */
-  int split;  /* percent of bytes on the first engine of a mixed mode */
-  int chunks; /* pipe */
-} tc_opts;
-
-static tcuda_status env_choice(const char *func, const char *var, const char *const *names, int n, int *out) {
-  const char *v = getenv(var);
-  if (!v || !*v) return TCUDA_SUCCESS;
-  char list[160] = "";
-  for (int i = 0; i < n; i++) {
-    if (!strcmp(v, names[i])) {
-      *out = i;
-      return TCUDA_SUCCESS;
-    }
-    size_t l = strlen(list);
-    snprintf(list + l, sizeof list - l, "%s%s", !i ? "" : i == n - 1 ? " or " : ", ", names[i]);
-  }
-  return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: unknown value '%s' (expected %s)", func, var, v, list);
-}
-
-/* An integer option in [lo, hi]; pow2: also a power of two. */
-static tcuda_status env_int(const char *func, const char *var, long lo, long hi, int pow2, int *out) {
-  const char *v = getenv(var);
-  if (!v || !*v) return TCUDA_SUCCESS;
-  char *end;
-  long x = strtol(v, &end, 10);
-  if (*end || end == v || x < lo || x > hi || (pow2 && (x & (x - 1))))
-    return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: bad value '%s' (expected %s from %ld to %ld)", func, var, v,
-                    pow2 ? "a power of two" : "an integer", lo, hi);
-  *out = (int)x;
-  return TCUDA_SUCCESS;
-}
-
-static tcuda_status get_opts(const char *func, tc_opts *o) {
-  memset(o, 0, sizeof *o);
-  o->engine = atomic_load_explicit(&g_engine, memory_order_relaxed);
-  o->split = 50;
-  o->chunks = 4;
-  /* Default: a copy engine for a bulk peer copy. Measured on 2 H200s at
-   * 256 MiB: 382 GB/s against 352-363 for every SM-kernel shape and split
-   * tried; reduce_add keeps its one-pass kernel (fused), 363 against 289
-   * for copy-then-add. -1 until the environment is read: only a ce value
-   * named there also moves the other peer copies to the copy engines. */
-  o->p2p = -1;
-  tcuda_status st = env_choice(func, "TCUDA_COMM_P2P", g_p2p_names, (int)(sizeof g_p2p_names / sizeof *g_p2p_names), &o->p2p);
-  if (!st) st = env_choice(func, "TCUDA_COMM_REDUCE", g_red_names, (int)(sizeof g_red_names / sizeof *g_red_names), &o->red);
-  if (!st) st = env_int(func, "TCUDA_COMM_BLOCKS_PER_SM", 1, 32, 0, &o->bpsm);
-  if (!st) st = env_int(func, "TCUDA_COMM_THREADS", 64, 1024, 1, &o->threads);
-  if (!st) st = env_int(func, "TCUDA_COMM_SPLIT", 1, 99, 0, &o->split);
-  if (!st) st = env_int(func, "TCUDA_COMM_CHUNKS", 2, 64, 0, &o->chunks);
-  if (!st && (st = env_int(func, "TCUDA_COMM_UNROLL", 1, 12, 0, &o->unroll)) == TCUDA_SUCCESS && o->unroll &&
-      o->unroll != 1 && o->unroll != 2 && o->unroll != 4 && o->unroll != 8 && o->unroll != 12)
-    st = tc_error(TCUDA_ERROR_CONFIG, "%s: TCUDA_COMM_UNROLL: bad value '%d' (expected 1, 2, 4, 8 or 12)", func,
-                  o->unroll);
-  if (!st && o->threads > 512 && o->unroll > 4)
-    st = tc_error(TCUDA_ERROR_CONFIG, "%s: TCUDA_COMM_THREADS: %d threads with TCUDA_COMM_UNROLL=%d (at most 512 "
-                  "threads above 4)", func, o->threads, o->unroll);
-  o->ce = o->p2p >= P2P_CE && o->p2p <= P2P_CEX4;
-  if (o->p2p < 0) o->p2p = P2P_CE;
-  return st;
-}
-
-/* Launch shape of the bulk kernels on dev: one wave of resident blocks. */
-static tc_k_cfg kcfg(const tc_opts *o, int dev) {
-  tc_k_cfg c;
-  c.threads = o->threads ? o->threads : 512;
-  int bpsm = o->bpsm ? o->bpsm : 4;
-  if (bpsm * c.threads > 2048) bpsm = 2048 / c.threads;
-  c.blocks = sm_count(dev) * bpsm;
-  c.unroll = o->unroll;
-  return c;
-}
+static int engine_now(void) { return atomic_load_explicit(&g_engine, memory_order_relaxed); }
 
 /* PyTorch's nccl::is_available: CUDA, dense and contiguous, unique devices. */
 static int nccl_shape_ok(const tc_tensor *const *ts, size_t n) {
@@ -391,99 +305,29 @@ static tcuda_status launch_strided(const char *func, tcuda_stream_t s, char *dst
   return e ? tc_cuda_error((cudaError_t)e, func, "tc_k_strided") : TCUDA_SUCCESS;
 }
 
-/* One GPU-to-GPU copy as lanes (TCUDA_COMM_P2P), each an engine with a
- * share of the bytes on its own stream, forked from s and joined back into
- * it, so that to the caller it is one copy on s. */
-enum { LANE_PUSH, LANE_PULL, LANE_CE };
-typedef struct {
-  int kind, dev, pct;
-  tcuda_stream_t s;
-} tc_lane;
-
-static int p2p_lanes(const tc_opts *o, int sdev, int ddev, int sdef, tc_lane *l) {
-  int n = 0, sp = o->split;
-#define LANE(k, d, p) (l[n].kind = (k), l[n].dev = (d), l[n].pct = (p), n++)
-  switch (o->p2p) {
-  case P2P_PULL: LANE(LANE_PULL, ddev, 100); break;
-  case P2P_PUSHPULL: LANE(LANE_PUSH, sdev, sp); LANE(LANE_PULL, ddev, 100 - sp); break;
-  case P2P_CE: LANE(LANE_CE, sdef, 100); break;
-  case P2P_CE2: LANE(LANE_CE, sdev, 50); LANE(LANE_CE, sdev, 50); break;
-  case P2P_CE4: for (int i = 0; i < 4; i++) LANE(LANE_CE, sdev, 25); break;
-  case P2P_CEX2: LANE(LANE_CE, sdev, 50); LANE(LANE_CE, ddev, 50); break;
-  case P2P_CEX4: for (int i = 0; i < 4; i++) LANE(LANE_CE, i & 1 ? ddev : sdev, 25); break;
-  case P2P_CEKERNEL: LANE(LANE_CE, sdev, sp); LANE(LANE_PUSH, sdev, 100 - sp); break;
-  case P2P_CEPULL: LANE(LANE_CE, sdev, sp); LANE(LANE_PULL, ddev, 100 - sp); break;
-  default: LANE(LANE_PUSH, sdev, 100); break;
-  }
-#undef LANE
-  /* a kernel needs peer access from where it runs; else the copy engines
-   * (from the same device: a CE lane may run on either end) */
-  for (int i = 0; i < n; i++)
-    if (l[i].kind != LANE_CE && !peer_ok(l[i].dev, l[i].kind == LANE_PUSH ? ddev : sdev)) l[i].kind = LANE_CE;
-  return n;
-}
-
-static tcuda_status p2p_copy(const char *func, const tc_opts *o, char *dst, int ddev, const char *src, int sdev,
-                             size_t bytes, tcuda_stream_t s) {
-  tc_lane l[4];
-  int n = p2p_lanes(o, sdev, ddev, s.device, l), used_s = 0;
-  /* small copies: splitting costs more than it gains */
-  if (bytes < ((size_t)64 << 10)) {
-    n = 1;
-    l[0].pct = 100;
-  }
-  tcuda_status st = TCUDA_SUCCESS;
-  for (int i = 0; i < n && !st; i++) {
-    if (l[i].dev == s.device && !used_s) {
-      l[i].s = s;
-      used_s = 1;
-    } else if (!(st = tcuda_stream_from_pool(l[i].dev, 0, &l[i].s))) {
-      st = wait_stream(l[i].s, s);
-    }
-  }
-  if (st) n = 0; /* the forked streams hold no work yet */
-  size_t off = 0, cum = 0;
-  for (int i = 0; i < n; i++) {
-    /* 4 KiB boundaries keep every part as aligned as the whole */
-    cum += (size_t)l[i].pct;
-    size_t end = i == n - 1 ? bytes : (size_t)((double)bytes * (double)cum / 100.0) & ~(size_t)4095;
-    if (end < off) end = off;
-    size_t len = end - off;
-    int saved, e = 0;
-    const char *call = l[i].kind == LANE_CE ? "cudaMemcpyPeerAsync" : "tc_k_copy";
-    if (!st && len && !(st = tc_on_device_begin(func, l[i].dev, &saved))) {
-      if (l[i].kind == LANE_CE) {
-        e = (int)cudaMemcpyPeerAsync(dst + off, ddev, src + off, sdev, len, l[i].s.handle);
-      } else {
-        tc_k_cfg c = kcfg(o, l[i].dev);
-        e = tc_k_copy(l[i].s.handle, dst + off, src + off, len, &c);
-      }
-      tc_on_device_end(saved);
-      if (e) st = tc_cuda_error((cudaError_t)e, func, call);
-    }
-    off = end;
-  }
-  /* what was issued is joined, even after an error */
-  for (int i = 0; i < n; i++) {
-    tcuda_status s2 = wait_stream(s, l[i].s);
-    if (!st) st = s2;
-  }
-  return st;
+/* One GPU-to-GPU copy by a copy engine, on stream s (of either end). */
+static tcuda_status p2p_copy(const char *func, char *dst, int ddev, const char *src, int sdev, size_t bytes,
+                             tcuda_stream_t s) {
+  int saved;
+  tcuda_status st = tc_on_device_begin(func, s.device, &saved);
+  if (st) return st;
+  cudaError_t e = cudaMemcpyPeerAsync(dst, ddev, src, sdev, bytes, s.handle);
+  tc_on_device_end(saved);
+  return e ? tc_cuda_error(e, func, "cudaMemcpyPeerAsync") : TCUDA_SUCCESS;
 }
 
 /* Bytes between any two places, run on stream s (on a GPU of the pair). */
-static tcuda_status copy_bytes(const char *func, const tc_opts *o, void *dst, int ddev, const void *src, int sdev,
-                               size_t bytes, tcuda_stream_t s) {
+static tcuda_status copy_bytes(const char *func, void *dst, int ddev, const void *src, int sdev, size_t bytes,
+                               tcuda_stream_t s) {
   if (!bytes) return TCUDA_SUCCESS;
-  if (ddev >= 0 && sdev >= 0 && ddev != sdev) return p2p_copy(func, o, dst, ddev, src, sdev, bytes, s);
+  if (ddev >= 0 && sdev >= 0 && ddev != sdev) return p2p_copy(func, dst, ddev, src, sdev, bytes, s);
   int saved, e;
   const char *call;
   tcuda_status st = tc_on_device_begin(func, s.device, &saved);
   if (st) return st;
   if (ddev >= 0 && sdev >= 0) {
-    tc_k_cfg c = kcfg(o, s.device);
     call = "tc_k_copy";
-    e = tc_k_copy(s.handle, dst, src, bytes, &c);
+    e = tc_k_copy(s.handle, dst, src, bytes, blocks_for(s.device));
   } else {
     call = "cudaMemcpyAsync";
     e = (int)cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s.handle);
@@ -534,8 +378,8 @@ static tcuda_status sync_stream(const char *func, tcuda_stream_t s) { (void)func
  * of dst's device that owns the result, ss the current stream of src's
  * device. Host destinations are complete on return only when pinned
  * staging was needed; callers that promise completion synchronise. */
-static tcuda_status copy_view(const char *func, const tc_opts *o, const tc_tensor *dst, tcuda_stream_t ds,
-                              const tc_tensor *src, tcuda_stream_t ss) {
+static tcuda_status copy_view(const char *func, const tc_tensor *dst, tcuda_stream_t ds, const tc_tensor *src,
+                              tcuda_stream_t ss) {
   if (!dst->numel) return TCUDA_SUCCESS;
   tc_layout l;
   coalesce(dst, src, &l);
@@ -549,10 +393,10 @@ static tcuda_status copy_view(const char *func, const tc_opts *o, const tc_tenso
     tcuda_stream_t w = cross ? ss : ds;
     if (cross && (st = wait_stream(ss, ds))) return st;
     if (flat) {
-      st = copy_bytes(func, o, dst->data, dst->device, src->data, src->device, bytes, w);
+      st = copy_bytes(func, dst->data, dst->device, src->data, src->device, bytes, w);
     } else if (two_d && !cross) {
       st = memcpy2d(func, w, &l, dst->data, src->data);
-    } else if (!cross || (!o->ce && peer_ok(w.device, dst->device))) {
+    } else if (!cross || peer_ok(w.device, dst->device)) {
       st = launch_strided(func, w, dst->data, src->data, &l, dst->numel);
     } else {
       /* no peer access: contiguous on the source, peer copy, unpack */
@@ -560,10 +404,10 @@ static tcuda_status copy_view(const char *func, const tc_opts *o, const tc_tenso
       st = dev_alloc(func, &ts, bytes, src->device, ss);
       if (!st) st = dev_alloc(func, &td, bytes, dst->device, ds);
       tc_tensor cs = contig_like(src, ts, src->device), cd = contig_like(dst, td, dst->device);
-      if (!st) st = copy_view(func, o, &cs, ss, src, ss);
-      if (!st) st = copy_bytes(func, o, td, dst->device, ts, src->device, bytes, ss);
+      if (!st) st = copy_view(func, &cs, ss, src, ss);
+      if (!st) st = copy_bytes(func, td, dst->device, ts, src->device, bytes, ss);
       if (!st) st = wait_stream(ds, ss);
-      if (!st) st = copy_view(func, o, dst, ds, &cd, ds);
+      if (!st) st = copy_view(func, dst, ds, &cd, ds);
       dev_free(ts);
       dev_free(td);
     }
@@ -575,7 +419,7 @@ static tcuda_status copy_view(const char *func, const tc_opts *o, const tc_tenso
   }
 
   if (dst->on_gpu) { /* host -> GPU, on the destination's stream */
-    if (flat) return copy_bytes(func, o, dst->data, dst->device, src->data, -1, bytes, ds);
+    if (flat) return copy_bytes(func, dst->data, dst->device, src->data, -1, bytes, ds);
     if (two_d) return memcpy2d(func, ds, &l, dst->data, src->data);
     char *h = malloc(bytes);
     void *td = NULL;
@@ -586,9 +430,9 @@ static tcuda_status copy_view(const char *func, const tc_opts *o, const tc_tenso
     host_strided(h, lh.sd, src->data, lh.ss, lh.shape, lh.n, lh.es, src->numel);
     st = dev_alloc(func, &td, bytes, dst->device, ds);
     /* a pageable source is staged by CUDA before cudaMemcpyAsync returns */
-    if (!st) st = copy_bytes(func, o, td, dst->device, h, -1, bytes, ds);
+    if (!st) st = copy_bytes(func, td, dst->device, h, -1, bytes, ds);
     cd = contig_like(dst, td, dst->device);
-    if (!st) st = copy_view(func, o, dst, ds, &cd, ds);
+    if (!st) st = copy_view(func, dst, ds, &cd, ds);
     dev_free(td);
     free(h);
     return st;
@@ -596,18 +440,18 @@ static tcuda_status copy_view(const char *func, const tc_opts *o, const tc_tenso
 
   if (src->on_gpu) { /* GPU -> host, on the source's stream */
     if (two_d) return memcpy2d(func, ss, &l, dst->data, src->data);
-    if (flat && host_is_pinned(dst->data)) return copy_bytes(func, o, dst->data, -1, src->data, src->device, bytes, ss);
+    if (flat && host_is_pinned(dst->data)) return copy_bytes(func, dst->data, -1, src->data, src->device, bytes, ss);
     void *td = NULL, *h = NULL;
     const char *from = src->data;
     if (!flat && !tc_tensor_contiguous(src)) {
       tc_tensor cd;
       if ((st = dev_alloc(func, &td, bytes, src->device, ss))) return st;
       cd = contig_like(src, td, src->device);
-      if ((st = copy_view(func, o, &cd, ss, src, ss))) { dev_free(td); return st; }
+      if ((st = copy_view(func, &cd, ss, src, ss))) { dev_free(td); return st; }
       from = td;
     }
     st = tcuda_host_alloc(&h, bytes);
-    if (!st) st = copy_bytes(func, o, h, -1, from, src->device, bytes, ss);
+    if (!st) st = copy_bytes(func, h, -1, from, src->device, bytes, ss);
     if (!st) st = sync_stream(func, ss);
     if (!st) {
       if (flat) memcpy(dst->data, h, bytes);
@@ -677,20 +521,19 @@ static int add_kind(DLDataType dt, int64_t *mult) {
 
 /* out = a + b, n elements of kind, on stream s (any of them may be on a
  * peer of s.device). */
-static tcuda_status add_on(const char *func, const tc_opts *o, tcuda_stream_t s, int kind, void *out, const void *a,
-                           const void *b, size_t n) {
+static tcuda_status add_on(const char *func, tcuda_stream_t s, int kind, void *out, const void *a, const void *b,
+                           size_t n) {
   int saved;
   tcuda_status st = tc_on_device_begin(func, s.device, &saved);
   if (st) return st;
-  tc_k_cfg c = kcfg(o, s.device);
-  int e = tc_k_add(s.handle, kind, out, a, b, n, &c);
+  int e = tc_k_add(s.handle, kind, out, a, b, n, blocks_for(s.device));
   tc_on_device_end(saved);
   return e ? tc_cuda_error((cudaError_t)e, func, "tc_k_add") : TCUDA_SUCCESS;
 }
 
 /* Sum contiguous buffers ptrs[i] (on devs[i], count elements each) into
  * result on devs[root]. nccl_ok: PyTorch would use NCCL here. */
-static tcuda_status reduce_flat(const char *func, const tc_opts *o, size_t n, const int *devs, const void *const *ptrs,
+static tcuda_status reduce_flat(const char *func, int engine, size_t n, const int *devs, const void *const *ptrs,
                                 size_t root, size_t count, DLDataType dt, void *result, int nccl_ok) {
   int dest = devs[root];
   tcuda_stream_t ds = cur(dest);
@@ -701,8 +544,8 @@ static tcuda_status reduce_flat(const char *func, const tc_opts *o, size_t n, co
   int all_peer = 1;
   for (size_t i = 0; i < n; i++)
     if (devs[i] != dest && !peer_ok(dest, devs[i])) all_peer = 0;
-  int use_nccl = nccl_ok && ndt >= 0 && o->engine != ENG_COPY && tc_nccl_available() &&
-                 (o->engine == ENG_NCCL || n != 2 || !all_peer);
+  int use_nccl = nccl_ok && ndt >= 0 && engine != ENG_COPY && tc_nccl_available() &&
+                 (engine == ENG_NCCL || n != 2 || !all_peer);
   tcuda_status st = TCUDA_SUCCESS;
   if (use_nccl) {
     tcuda_stream_t streams[TC_MAX_DEVICES];
@@ -710,8 +553,7 @@ static tcuda_status reduce_flat(const char *func, const tc_opts *o, size_t n, co
     return tc_nccl_reduce(func, (int)n, devs, ptrs, result, (int)root, count, dt, streams);
   }
   /* PyTorch's copy path: result = root + other0, then += each other, in
-   * the dtype, on the destination's current stream (TCUDA_COMM_REDUCE
-   * picks how a peer's input gets there) */
+   * the dtype, on the destination's current stream */
   size_t es = (size_t)tc_dtype_size(dt), aes = es / (size_t)mult, nadd = count * (size_t)mult;
   const void *acc = ptrs[root];
   for (size_t i = 0; i < n && !st; i++) {
@@ -720,60 +562,20 @@ static tcuda_status reduce_flat(const char *func, const tc_opts *o, size_t n, co
     tcuda_stream_t os = cur(od);
     void *tmp = NULL;
     const char *b = ptrs[i];
-    int red = o->red;
-    if (od == dest) red = RED_FUSED;
-    else if (red == RED_AUTO) red = o->ce ? RED_COPY : RED_FUSED;
-    if ((red == RED_FUSED || red == RED_MIX) && od != dest && !peer_ok(dest, od)) red = RED_COPY;
-    if ((red == RED_PUSH || red == RED_MIX) && !peer_ok(od, dest)) red = RED_COPY;
-    if (red == RED_COPY || red == RED_PIPE) {
-      /* peer copy into a buffer on the destination, pipe: chunk by chunk,
-       * each add waiting only for its own chunk. The pipe runs on pool
-       * streams forked from the callers' ones and joined back: on the
-       * legacy default streams a peer copy may order itself after the
-       * destination's adds, which would undo the overlap. */
-      int chunks = red == RED_PIPE ? o->chunks : 1;
-      tcuda_stream_t cs = os, as = ds;
+    if (od != dest && !peer_ok(dest, od)) {
+      /* no peer access: peer copy into a buffer on the destination, then
+       * a local add */
       st = dev_alloc(func, &tmp, count * es, dest, ds);
       if (!st) st = wait_stream(os, ds);
-      if (!st && red == RED_PIPE && !(st = tcuda_stream_from_pool(od, 0, &cs)) &&
-          !(st = tcuda_stream_from_pool(dest, 0, &as))) {
-        st = wait_stream(cs, os);
-        if (!st) st = wait_stream(as, ds);
-      }
-      size_t at = 0;
-      for (int c = 0; c < chunks && !st; c++) {
-        /* 1024-element boundaries keep chunks 16-byte aligned */
-        size_t end = c == chunks - 1 ? nadd : nadd / (size_t)chunks * (size_t)(c + 1) / 1024 * 1024;
-        if (end <= at) continue;
-        st = copy_bytes(func, o, (char *)tmp + at * aes, dest, b + at * aes, od, (end - at) * aes, cs);
-        if (!st) st = wait_stream(as, cs);
-        if (!st)
-          st = add_on(func, o, as, kind, (char *)result + at * aes, (const char *)acc + at * aes,
-                      (char *)tmp + at * aes, end - at);
-        at = end;
-      }
-      /* join: the result on the destination's stream, the input's reads on
-       * its own (even after an error, so nothing is left unordered) */
-      tcuda_status j1 = wait_stream(ds, as), j2 = wait_stream(os, cs);
-      if (!st) st = j1 ? j1 : j2;
-    } else if (red == RED_FUSED) {
+      if (!st) st = copy_bytes(func, tmp, dest, b, od, nadd * aes, os);
+      if (!st) st = wait_stream(ds, os);
+      if (!st) st = add_on(func, ds, kind, result, acc, tmp, nadd);
+    } else {
+      /* one pass on the destination, reading the peer over NVLink */
       if (od != dest) st = wait_stream(ds, os);
-      if (!st) st = add_on(func, o, ds, kind, result, acc, b, nadd);
+      if (!st) st = add_on(func, ds, kind, result, acc, b, nadd);
       /* the other device may reuse its input only after the read */
       if (!st && od != dest) st = wait_stream(os, ds);
-    } else {
-      /* push: the sum runs on the input's device, reading the partial sum
-       * and writing the result over NVLink; mix: the first split percent
-       * fused on the destination, the rest pushed, at once */
-      size_t k = red == RED_MIX && nadd >= 65536 ? nadd / 100 * (size_t)o->split / 1024 * 1024 : 0;
-      st = wait_stream(os, ds);
-      if (!st && k) st = wait_stream(ds, os);
-      if (!st && k) st = add_on(func, o, ds, kind, result, acc, b, k);
-      if (!st)
-        st = add_on(func, o, os, kind, (char *)result + k * aes, (const char *)acc + k * aes, b + k * aes, nadd - k);
-      tcuda_status s2 = wait_stream(ds, os);
-      if (!st) st = s2;
-      if (!st && k) st = wait_stream(os, ds);
     }
     dev_free(tmp);
     acc = result;
@@ -784,8 +586,8 @@ static tcuda_status reduce_flat(const char *func, const tc_opts *o, size_t n, co
 /* ---------------------------------------------------------------------
  * broadcast
  * --------------------------------------------------------------------- */
-static tcuda_status broadcast_impl(const char *func, const tc_opts *o, const tc_tensor *src, const int *devices,
-                                   size_t n, DLManagedTensor **out) {
+static tcuda_status broadcast_impl(const char *func, int engine, const tc_tensor *src, const int *devices, size_t n,
+                                   DLManagedTensor **out) {
   size_t bytes = (size_t)(src->numel * src->elem_size);
   tc_tensor *outs = calloc(n ? n : 1, sizeof *outs);
   int *devs = malloc((n + 1) * sizeof *devs);
@@ -826,15 +628,15 @@ static tcuda_status broadcast_impl(const char *func, const tc_opts *o, const tc_
     int all_peer = src->on_gpu;
     for (size_t j = 1; j <= nnew && all_peer; j++)
       if (!peer_ok(src->device, devs[j])) all_peer = 0;
-    int use_nccl = unique && o->engine != ENG_COPY && tc_nccl_available() &&
-                   (o->engine == ENG_NCCL || nnew != 1 || !all_peer);
+    int use_nccl = unique && engine != ENG_COPY && tc_nccl_available() &&
+                   (engine == ENG_NCCL || nnew != 1 || !all_peer);
     if (use_nccl) {
       st = tc_nccl_broadcast_bytes(func, (int)nnew + 1, devs, bufs, bytes, streams);
     } else {
       for (size_t i = 0; i < n && !st; i++) {
         if (src->on_gpu && devices[i] == src->device) continue;
         tcuda_stream_t ss = src->on_gpu ? cur(src->device) : cur(devices[i]);
-        st = copy_view(func, o, &outs[i], cur(devices[i]), src, ss);
+        st = copy_view(func, &outs[i], cur(devices[i]), src, ss);
       }
     }
   }
@@ -850,12 +652,11 @@ tcuda_status tcuda_comm_broadcast(const tcuda_dltensor_t *tensor, const int *dev
                                   DLManagedTensor **out) {
   const char *func = "tcuda_comm_broadcast";
   tc_tensor src;
-  tc_opts o;
+  int engine = engine_now();
   tcuda_status st = tc_tensor_from_dl(func, "tensor", (size_t)-1, (const DLTensor *)tensor, &src);
   if (st) return st;
   if (ndevices && !out) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: out is NULL", func);
   if ((st = tc_check_device_list(func, devices, ndevices))) return st;
-  if ((st = get_opts(func, &o))) return st;
   if (!ndevices) return TCUDA_SUCCESS;
   if ((st = tc_lazy_init(func))) return st;
   if ((st = check_tensor_devices(func, "tensor device", &src, 1))) return st;
@@ -863,7 +664,7 @@ tcuda_status tcuda_comm_broadcast(const tcuda_dltensor_t *tensor, const int *dev
     if ((st = check_device(func, "device", devices[i]))) return st;
   for (size_t i = 0; i < ndevices; i++) out[i] = NULL;
   TC_ANNOTATE_BEGIN(func);
-  st = broadcast_impl(func, &o, &src, devices, ndevices, out);
+  st = broadcast_impl(func, engine, &src, devices, ndevices, out);
   TC_ANNOTATE_END();
   return st;
 }
@@ -871,14 +672,13 @@ tcuda_status tcuda_comm_broadcast(const tcuda_dltensor_t *tensor, const int *dev
 tcuda_status tcuda_comm_broadcast_out(const tcuda_dltensor_t *tensor, const tcuda_dltensor_t *const *out, size_t nout) {
   const char *func = "tcuda_comm_broadcast_out";
   tc_tensor src, *outs = NULL;
-  tc_opts o;
+  int engine = engine_now();
   tcuda_status st = tc_tensor_from_dl(func, "tensor", (size_t)-1, (const DLTensor *)tensor, &src);
   if (st) return st;
   if (nout && !(outs = malloc(nout * sizeof *outs)))
     return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
   st = tc_tensors_from_dl(func, "out", (const DLTensor *const *)out, nout, outs);
   if (!st) st = tc_check_broadcast_out(func, &src, outs, nout);
-  if (!st) st = get_opts(func, &o);
   if (!st && nout) st = tc_lazy_init(func);
   if (!st && nout) st = check_tensor_devices(func, "tensor device", &src, 1);
   if (!st && nout) st = check_tensor_devices(func, "output device", outs, nout);
@@ -897,8 +697,8 @@ tcuda_status tcuda_comm_broadcast_out(const tcuda_dltensor_t *tensor, const tcud
     int all_peer = 1;
     for (size_t i = 0; i < nout && nccl_ok; i++)
       if (!peer_ok(src.device, outs[i].device)) all_peer = 0;
-    if (nccl_ok && bytes && o.engine != ENG_COPY && tc_nccl_available() &&
-        (o.engine == ENG_NCCL || nout != 1 || !all_peer)) {
+    if (nccl_ok && bytes && engine != ENG_COPY && tc_nccl_available() &&
+        (engine == ENG_NCCL || nout != 1 || !all_peer)) {
       for (size_t i = 0; i <= nout; i++) {
         devs[i] = list[i]->device;
         bufs[i] = list[i]->data;
@@ -908,7 +708,7 @@ tcuda_status tcuda_comm_broadcast_out(const tcuda_dltensor_t *tensor, const tcud
     } else {
       for (size_t i = 0; i < nout && !st; i++) {
         tcuda_stream_t ds = cur(outs[i].device);
-        st = copy_view(func, &o, &outs[i], ds, &src, src.on_gpu ? cur(src.device) : ds);
+        st = copy_view(func, &outs[i], ds, &src, src.on_gpu ? cur(src.device) : ds);
       }
     }
   }
@@ -926,7 +726,7 @@ tcuda_status tcuda_comm_broadcast_out(const tcuda_dltensor_t *tensor, const tcud
  * --------------------------------------------------------------------- */
 static size_t align16(size_t x) { return (x + 15) & ~(size_t)15; }
 
-static tcuda_status coalesced_impl(const char *func, const tc_opts *o, const tc_tensor *ts, size_t n,
+static tcuda_status coalesced_impl(const char *func, int engine, const tc_tensor *ts, size_t n,
                                    const int *devices, size_t ndev, size_t buffer_size, DLManagedTensor **out) {
   tcuda_status st = TCUDA_SUCCESS;
   for (size_t i = 0; i < n && !st; i++) st = mt_out(func, &ts[i], NULL, &out[i]);
@@ -962,9 +762,9 @@ static tcuda_status coalesced_impl(const char *func, const tc_opts *o, const tc_
   int all_contig = 1;
   for (size_t i = 0; i < n; i++)
     if (!tc_tensor_contiguous(&ts[i])) all_contig = 0;
-  int push = ndev == 2 && devices[1] != src_dev && o->engine != ENG_NCCL && !o->ce && all_contig &&
+  int push = ndev == 2 && devices[1] != src_dev && engine != ENG_NCCL && all_contig &&
              peer_ok(src_dev, devices[1]);
-  int use_nccl = !push && unique && o->engine != ENG_COPY && tc_nccl_available();
+  int use_nccl = !push && unique && engine != ENG_COPY && tc_nccl_available();
 
   /* bufs[b][d]: the bucket's buffer on devices[d]; d = 0 is the packed
    * source (only when packing) */
@@ -1002,7 +802,7 @@ static tcuda_status coalesced_impl(const char *func, const tc_opts *o, const tc_
       if (tc_tensor_contiguous(&ts[i])) items[ni++] = (tc_copy_item){ts[i].data, dst, bytes[i]};
       else {
         tc_tensor c = contig_like(&ts[i], dst, src_dev);
-        st = copy_view(func, o, &c, ss, &ts[i], ss);
+        st = copy_view(func, &c, ss, &ts[i], ss);
       }
     }
     if (!st) st = multicopy(func, items, ni, ss);
@@ -1017,7 +817,7 @@ static tcuda_status coalesced_impl(const char *func, const tc_opts *o, const tc_
         if (cross && (st = wait_stream(ss, ds))) break;
         tcuda_stream_t w = cross ? ss : ds;
         for (size_t b = 0; b < nb && !st; b++)
-          st = copy_bytes(func, o, bufs[b * ndev + d], devices[d], bufs[b * ndev], src_dev, bsize[b], w);
+          st = copy_bytes(func, bufs[b * ndev + d], devices[d], bufs[b * ndev], src_dev, bsize[b], w);
         if (cross) {
           tcuda_status s2 = wait_stream(ds, ss);
           if (!st) st = s2;
@@ -1043,7 +843,7 @@ tcuda_status tcuda_comm_broadcast_coalesced(const tcuda_dltensor_t *const *tenso
                                             const int *devices, size_t ndevices, size_t buffer_size,
                                             DLManagedTensor **out) {
   const char *func = "tcuda_comm_broadcast_coalesced";
-  tc_opts o;
+  int engine = engine_now();
   tc_tensor *ts = NULL;
   tcuda_status st = TCUDA_SUCCESS;
   if (ntensors && !(ts = malloc(ntensors * sizeof *ts)))
@@ -1053,13 +853,12 @@ tcuda_status tcuda_comm_broadcast_coalesced(const tcuda_dltensor_t *const *tenso
   if (!st && ntensors && !out) st = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: out is NULL", func);
   if (!st && ndevices > TC_MAX_DEVICES)
     st = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %zu devices (at most %d)", func, ndevices, TC_MAX_DEVICES);
-  if (!st) st = get_opts(func, &o);
   if (!st) st = tc_lazy_init(func);
   for (size_t i = 0; i < ndevices && !st; i++) st = check_device(func, "device", devices[i]);
   if (!st && ntensors) {
     memset(out, 0, ndevices * ntensors * sizeof *out);
     TC_ANNOTATE_BEGIN(func);
-    st = coalesced_impl(func, &o, ts, ntensors, devices, ndevices, buffer_size, out);
+    st = coalesced_impl(func, engine, ts, ntensors, devices, ndevices, buffer_size, out);
     if (st) release_all(out, ndevices * ntensors);
     TC_ANNOTATE_END();
   }
@@ -1071,8 +870,8 @@ tcuda_status tcuda_comm_broadcast_coalesced(const tcuda_dltensor_t *const *tenso
  * reduce_add
  * --------------------------------------------------------------------- */
 /* Contiguous copies of the non-contiguous inputs, each on its own device. */
-static tcuda_status contiguous_inputs(const char *func, const tc_opts *o, const tc_tensor *in, size_t n,
-                                      const void **ptrs, void **tmps) {
+static tcuda_status contiguous_inputs(const char *func, const tc_tensor *in, size_t n, const void **ptrs,
+                                      void **tmps) {
   tcuda_status st = TCUDA_SUCCESS;
   for (size_t i = 0; i < n && !st; i++) {
     tmps[i] = NULL;
@@ -1081,7 +880,7 @@ static tcuda_status contiguous_inputs(const char *func, const tc_opts *o, const 
     tcuda_stream_t s = cur(in[i].device);
     st = dev_alloc(func, &tmps[i], (size_t)(in[i].numel * in[i].elem_size), in[i].device, s);
     tc_tensor c = contig_like(&in[i], tmps[i], in[i].device);
-    if (!st) st = copy_view(func, o, &c, s, &in[i], s);
+    if (!st) st = copy_view(func, &c, s, &in[i], s);
     ptrs[i] = tmps[i];
   }
   return st;
@@ -1091,7 +890,7 @@ tcuda_status tcuda_comm_reduce_add(const tcuda_dltensor_t *const *inputs, size_t
                                    DLManagedTensor **out) {
   const char *func = "tcuda_comm_reduce_add";
   TC_CHECK_ARG(func, out, "out");
-  tc_opts o;
+  int engine = engine_now();
   tc_tensor *in = NULL;
   size_t root = 0;
   tcuda_status st = TCUDA_SUCCESS;
@@ -1103,7 +902,6 @@ tcuda_status tcuda_comm_reduce_add(const tcuda_dltensor_t *const *inputs, size_t
   if (!st && destination < -1)
     st = tc_error(TCUDA_ERROR_INVALID_DEVICE, "%s: destination %d is not a device (-1 is the current one)", func,
                   destination);
-  if (!st) st = get_opts(func, &o);
   if (!st && destination == -1) st = tcuda_current_device(&destination);
   if (!st) st = tc_check_reduce_add(func, in, ninputs, destination, &root);
   if (!st) st = tc_lazy_init(func);
@@ -1131,9 +929,9 @@ tcuda_status tcuda_comm_reduce_add(const tcuda_dltensor_t *const *inputs, size_t
     int nccl_ok = nccl_shape_ok(list, ninputs);
     st = dev_alloc(func, &res, (size_t)(in[0].numel * in[0].elem_size), destination, cur(destination));
     if (!st) st = buf_wrap(func, res, 0, &b);
-    if (!st) st = contiguous_inputs(func, &o, in, ninputs, ptrs, tmps);
+    if (!st) st = contiguous_inputs(func, in, ninputs, ptrs, tmps);
     if (!st && in[0].numel)
-      st = reduce_flat(func, &o, ninputs, devs, ptrs, root, (size_t)in[0].numel, in[0].dtype, res, nccl_ok);
+      st = reduce_flat(func, engine, ninputs, devs, ptrs, root, (size_t)in[0].numel, in[0].dtype, res, nccl_ok);
     tc_tensor r = contig_like(&in[0], res, destination);
     if (!st) st = mt_out(func, &r, b, out);
     for (size_t i = 0; i < ninputs; i++) dev_free(tmps[i]);
@@ -1151,7 +949,7 @@ tcuda_status tcuda_comm_reduce_add(const tcuda_dltensor_t *const *inputs, size_t
 tcuda_status tcuda_comm_reduce_add_coalesced(const tcuda_dltensor_t *const *inputs, size_t ngpus, size_t ntensors,
                                              int destination, size_t buffer_size, DLManagedTensor **out) {
   const char *func = "tcuda_comm_reduce_add_coalesced";
-  tc_opts o;
+  int engine = engine_now();
   size_t total = ngpus * ntensors;
   if (ngpus && total / ngpus != ntensors) return tc_error(TCUDA_ERROR_OVERFLOW, "%s: ngpus * ntensors overflows", func);
   if (total && !out) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: out is NULL", func);
@@ -1163,7 +961,6 @@ tcuda_status tcuda_comm_reduce_add_coalesced(const tcuda_dltensor_t *const *inpu
   tc_tensor *in = total ? malloc(total * sizeof *in) : NULL;
   if (total && !in) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
   tcuda_status st = tc_tensors_from_dl(func, "inputs", (const DLTensor *const *)inputs, total, in);
-  if (!st) st = get_opts(func, &o);
   if (!st && total && destination == -1) st = tcuda_current_device(&destination);
   if (!st) st = tc_check_reduce_add_coalesced(func, in, ngpus, ntensors, destination);
   if (!st && total) st = tc_lazy_init(func);
@@ -1231,7 +1028,7 @@ tcuda_status tcuda_comm_reduce_add_coalesced(const tcuda_dltensor_t *const *inpu
         if (tc_tensor_contiguous(&row[i])) items[ni++] = (tc_copy_item){row[i].data, dst, bytes[i]};
         else {
           tc_tensor c = contig_like(&row[i], dst, devs[g]);
-          st = copy_view(func, &o, &c, s, &row[i], s);
+          st = copy_view(func, &c, s, &row[i], s);
         }
       }
       if (!st) st = multicopy(func, items, ni, s);
@@ -1241,7 +1038,7 @@ tcuda_status tcuda_comm_reduce_add_coalesced(const tcuda_dltensor_t *const *inpu
     tc_buf *owner = NULL;
     if (!st) st = dev_alloc(func, &res, count * es, destination, cur(destination));
     if (!st) st = buf_wrap(func, res, 0, &owner);
-    if (!st && count) st = reduce_flat(func, &o, ngpus, devs, ptrs, root, count, dt, res, nccl_ok);
+    if (!st && count) st = reduce_flat(func, engine, ngpus, devs, ptrs, root, count, dt, res, nccl_ok);
     for (size_t i = 0; i < ntensors && !st; i++) {
       if (bucket[i] != b) continue;
       tc_tensor v = contig_like(&in[i], (char *)res + offset[i] * es, destination);
@@ -1274,7 +1071,6 @@ tcuda_status tcuda_comm_scatter(const tcuda_dltensor_t *tensor, const int *devic
                                 const tcuda_stream_t *const *streams, DLManagedTensor **out, size_t *nout) {
   const char *func = "tcuda_comm_scatter";
   tc_tensor src;
-  tc_opts o;
   int wdim;
   size_t nchunks = 0;
   TC_CHECK_ARG(func, out, "out");
@@ -1291,7 +1087,6 @@ tcuda_status tcuda_comm_scatter(const tcuda_dltensor_t *tensor, const int *devic
     if (!st && devices[i] < 0)
       st = tc_error(TCUDA_ERROR_INVALID_DEVICE, "%s: Expected non-negative device index, but got %d", func, devices[i]);
   }
-  if (!st) st = get_opts(func, &o);
   if (!st) st = tc_lazy_init(func);
   if (!st) st = check_tensor_devices(func, "tensor device", &src, 1);
   for (size_t i = 0; i < nchunks && !st; i++) {
@@ -1325,7 +1120,7 @@ tcuda_status tcuda_comm_scatter(const tcuda_dltensor_t *tensor, const int *devic
     dst.on_gpu = 1;
     dst.device = d;
     dst.dev_type = TC_DL_CUDA;
-    st = copy_view(func, &o, &dst, ds, &chunk, src.on_gpu ? cur(src.device) : ds);
+    st = copy_view(func, &dst, ds, &chunk, src.on_gpu ? cur(src.device) : ds);
     if (!st) st = mt_out(func, &dst, b, &out[i]);
     buf_unref(b);
   }
@@ -1340,7 +1135,6 @@ tcuda_status tcuda_comm_scatter_out(const tcuda_dltensor_t *tensor, const tcuda_
                                     int64_t dim, const tcuda_stream_t *const *streams) {
   const char *func = "tcuda_comm_scatter_out";
   tc_tensor src, *outs = NULL;
-  tc_opts o;
   int wdim;
   tcuda_status st = tc_tensor_from_dl(func, "tensor", (size_t)-1, (const DLTensor *)tensor, &src);
   if (st) return st;
@@ -1349,7 +1143,6 @@ tcuda_status tcuda_comm_scatter_out(const tcuda_dltensor_t *tensor, const tcuda_
   st = tc_tensors_from_dl(func, "out", (const DLTensor *const *)out, nout, outs);
   if (!st) st = tc_plan_scatter_out(func, &src, outs, nout, dim, &wdim);
   for (size_t i = 0; i < nout && !st; i++) st = check_user_stream(func, streams, i, outs[i].device);
-  if (!st) st = get_opts(func, &o);
   if (!st) st = tc_lazy_init(func);
   if (!st) st = check_tensor_devices(func, "tensor device", &src, 1);
   if (!st) st = check_tensor_devices(func, "output device", outs, nout);
@@ -1363,7 +1156,7 @@ tcuda_status tcuda_comm_scatter_out(const tcuda_dltensor_t *tensor, const tcuda_
     tc_tensor_narrow(&src, wdim, start, outs[i].shape[wdim], &chunk);
     start += outs[i].shape[wdim];
     tcuda_stream_t ds = streams && streams[i] ? *streams[i] : cur(outs[i].device);
-    st = copy_view(func, &o, &outs[i], ds, &chunk, src.on_gpu ? cur(src.device) : ds);
+    st = copy_view(func, &outs[i], ds, &chunk, src.on_gpu ? cur(src.device) : ds);
   }
   free(outs);
   TC_ANNOTATE_END();
@@ -1373,8 +1166,7 @@ tcuda_status tcuda_comm_scatter_out(const tcuda_dltensor_t *tensor, const tcuda_
 /* ---------------------------------------------------------------------
  * gather
  * --------------------------------------------------------------------- */
-static tcuda_status gather_into(const char *func, const tc_opts *o, const tc_tensor *ts, size_t n, int wdim,
-                                const tc_tensor *res) {
+static tcuda_status gather_into(const char *func, const tc_tensor *ts, size_t n, int wdim, const tc_tensor *res) {
   tcuda_status st = TCUDA_SUCCESS;
   int64_t start = 0;
   for (size_t i = 0; i < n && !st; i++) {
@@ -1382,7 +1174,7 @@ static tcuda_status gather_into(const char *func, const tc_opts *o, const tc_ten
     tc_tensor_narrow(res, wdim, start, ts[i].shape[wdim], &slice);
     start += ts[i].shape[wdim];
     tcuda_stream_t ss = cur(ts[i].device);
-    st = copy_view(func, o, &slice, res->on_gpu ? cur(res->device) : ss, &ts[i], ss);
+    st = copy_view(func, &slice, res->on_gpu ? cur(res->device) : ss, &ts[i], ss);
   }
   /* a host result is complete on return, as PyTorch's blocking copy */
   for (size_t i = 0; i < n && !st && !res->on_gpu; i++) {
@@ -1395,13 +1187,12 @@ static tcuda_status gather_into(const char *func, const tc_opts *o, const tc_ten
 }
 
 static tcuda_status gather_prepare(const char *func, const tcuda_dltensor_t *const *tensors, size_t n, int64_t dim,
-                                   tc_tensor **ts, int *wdim, int64_t *shape, tc_opts *o) {
+                                   tc_tensor **ts, int *wdim, int64_t *shape) {
   *ts = NULL;
   if (n && !(*ts = malloc(n * sizeof **ts)))
     return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
   tcuda_status st = tc_tensors_from_dl(func, "tensors", (const DLTensor *const *)tensors, n, *ts);
   if (!st) st = tc_plan_gather(func, *ts, n, dim, wdim, shape);
-  if (!st) st = get_opts(func, o);
   if (st) { free(*ts); *ts = NULL; }
   return st;
 }
@@ -1411,13 +1202,12 @@ tcuda_status tcuda_comm_gather(const tcuda_dltensor_t *const *tensors, size_t nt
   const char *func = "tcuda_comm_gather";
   TC_CHECK_ARG(func, out, "out");
   tc_tensor *ts;
-  tc_opts o;
   int wdim;
   int64_t shape[TC_COMM_MAX_DIMS];
   if (destination < TCUDA_COMM_HOST)
     return tc_error(TCUDA_ERROR_INVALID_DEVICE,
                     "%s: destination %d is not a device (-1: current device, TCUDA_COMM_HOST: host)", func, destination);
-  tcuda_status st = gather_prepare(func, tensors, ntensors, dim, &ts, &wdim, shape, &o);
+  tcuda_status st = gather_prepare(func, tensors, ntensors, dim, &ts, &wdim, shape);
   if (st) return st;
   st = tc_lazy_init(func);
   if (!st && destination == -1) st = tcuda_current_device(&destination);
@@ -1438,7 +1228,7 @@ tcuda_status tcuda_comm_gather(const tcuda_dltensor_t *const *tensors, size_t nt
   if (!st) st = buf_wrap(func, p, host, &b);
   if (!st) {
     res = contig_like(&res, p, host ? -1 : destination);
-    st = gather_into(func, &o, ts, ntensors, wdim, &res);
+    st = gather_into(func, ts, ntensors, wdim, &res);
   }
   if (!st) st = mt_out(func, &res, b, out);
   buf_unref(b);
@@ -1451,11 +1241,10 @@ tcuda_status tcuda_comm_gather_out(const tcuda_dltensor_t *const *tensors, size_
                                    const tcuda_dltensor_t *out) {
   const char *func = "tcuda_comm_gather_out";
   tc_tensor *ts, res;
-  tc_opts o;
   int wdim;
   int64_t shape[TC_COMM_MAX_DIMS];
   char a[512], b[512];
-  tcuda_status st = gather_prepare(func, tensors, ntensors, dim, &ts, &wdim, shape, &o);
+  tcuda_status st = gather_prepare(func, tensors, ntensors, dim, &ts, &wdim, shape);
   if (st) return st;
   st = tc_tensor_from_dl(func, "out", (size_t)-1, (const DLTensor *)out, &res);
   if (!st) {
@@ -1473,7 +1262,7 @@ tcuda_status tcuda_comm_gather_out(const tcuda_dltensor_t *const *tensors, size_
   if (!st) st = check_tensor_devices(func, "out device", &res, 1);
   if (!st) {
     TC_ANNOTATE_BEGIN(func);
-    st = gather_into(func, &o, ts, ntensors, wdim, &res);
+    st = gather_into(func, ts, ntensors, wdim, &res);
     TC_ANNOTATE_END();
   }
   free(ts);

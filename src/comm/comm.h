@@ -105,4 +105,9 @@ tcuda_status tc_check_scatter_stream(const char *func, size_t i, int stream_devi
 /* Output shape of a gather: writes shape (ndim of the first input). */
 tcuda_status tc_plan_gather(const char *func, const tc_tensor *ts, size_t n, int64_t dim, int *wdim,
                             int64_t *shape);
+
+/* Tests: off = 1 makes the engines treat every pair of distinct GPUs as
+ * without peer access, so that machines with it also run the paths of
+ * those without (copy engines and staging instead of peer kernels). */
+void tc_comm_test_peer_off(int off);
 #endif
