@@ -1,10 +1,10 @@
 /* Engine variants of bench_comm's sweep: other ways a bulk peer copy and
  * reduce_add's sum of a peer's input could run. The library keeps one of
  * each (a copy engine; one fused sum kernel on the destination reading the
- * peer, see src/comm/comm.c); these are the alternatives it was chosen
- * from, with their launch-shape knobs, so that another GPU or link can be
- * measured again. The kernels are the library's (src/comm/kernels.cuh),
- * launched in other shapes by comm_sweep.cu. */
+ * peer: src/comm/copy.c and kernel.c); these are the alternatives it was
+ * chosen from, with their launch-shape knobs, so that another GPU or link
+ * can be measured again. The kernels are the library's
+ * (src/comm/kernels.cuh), launched in other shapes by comm_sweep.cu. */
 #ifndef BENCH_COMM_SWEEP_H
 #define BENCH_COMM_SWEEP_H
 #include "tcuda.h"
