@@ -18,18 +18,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-static tcuda_status check_device(const char *func, const char *what, int dev) {
+static tcuda_status check_device(const char *F, const char *what, int dev) {
   int n = tc_device_count();
   if (dev < 0 || dev >= n || dev >= TC_MAX_DEVICES)
-    return tc_error(TCUDA_ERROR_INVALID_DEVICE, "%s: %s %d out of range (%d devices)", func, what, dev, n);
+    return tc_error(TCUDA_ERROR_INVALID_DEVICE, "%s: %s %d out of range (%d devices)", F, what, dev, n);
   return TCUDA_SUCCESS;
 }
 
-static tcuda_status check_tensor_devices(const char *func, const char *what, const tc_tensor *ts, size_t n) {
+static tcuda_status check_tensor_devices(const char *F, const char *what, const tc_tensor *ts, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (ts[i].on_gpu) {
-      tcuda_status st = check_device(func, what, ts[i].device);
-      if (st) return st;
+      tcuda_status s = check_device(F, what, ts[i].device);
+      if (s) return s;
     }
   return TCUDA_SUCCESS;
 }
@@ -65,36 +65,36 @@ static int nccl_shape_ok(const tc_tensor *const *ts, size_t n) {
 /* ---------------------------------------------------------------------
  * broadcast
  * --------------------------------------------------------------------- */
-static tcuda_status broadcast_impl(const char *func, int engine, const tc_tensor *src, const int *devices, size_t n,
+static tcuda_status broadcast_impl(const char *F, int engine, const tc_tensor *src, const int *devices, size_t n,
                                    DLManagedTensor **out) {
   size_t bytes = (size_t)(src->numel * src->elem_size);
   tc_tensor *outs = calloc(n ? n : 1, sizeof *outs);
   int *devs = malloc((n + 1) * sizeof *devs);
   void **bufs = malloc((n + 1) * sizeof *bufs);
   tcuda_stream_t *streams = malloc((n + 1) * sizeof *streams);
-  tcuda_status st = TCUDA_SUCCESS;
-  if (!outs || !devs || !bufs || !streams) st = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
+  tcuda_status s = TCUDA_SUCCESS;
+  if (!outs || !devs || !bufs || !streams) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
   size_t nnew = 0;
   /* [source, new outputs...] is the list PyTorch checks for NCCL */
   int unique = src->on_gpu && tc_tensor_contiguous(src);
-  if (!st && src->on_gpu) {
+  if (!s && src->on_gpu) {
     devs[0] = src->device;
     bufs[0] = src->data;
     streams[0] = tc_comm_cur(src->device);
   }
-  for (size_t i = 0; i < n && !st; i++) {
+  for (size_t i = 0; i < n && !s; i++) {
     if (src->on_gpu && devices[i] == src->device) {
-      st = tc_comm_out(func, src, NULL, &out[i]);
+      s = tc_comm_out(F, src, NULL, &out[i]);
       continue;
     }
     int d = devices[i];
     void *p = NULL;
     tc_buf *b = NULL;
-    st = tc_comm_dev_alloc(func, &p, bytes, d, tc_comm_cur(d));
-    if (!st) st = tc_comm_buf_wrap(func, p, 0, &b);
-    if (st) break;
+    s = tc_comm_dev_alloc(F, &p, bytes, d, tc_comm_cur(d));
+    if (!s) s = tc_comm_buf_wrap(F, p, 0, &b);
+    if (s) break;
     outs[i] = tc_comm_contig_like(src, p, d);
-    st = tc_comm_out(func, &outs[i], b, &out[i]);
+    s = tc_comm_out(F, &outs[i], b, &out[i]);
     tc_comm_buf_unref(b);
     for (size_t j = 0; j < nnew; j++)
       if (devs[j + 1] == d) unique = 0;
@@ -103,73 +103,73 @@ static tcuda_status broadcast_impl(const char *func, int engine, const tc_tensor
     streams[nnew + 1] = tc_comm_cur(d);
     nnew++;
   }
-  if (!st && nnew && bytes) {
+  if (!s && nnew && bytes) {
     int all_peer = src->on_gpu;
     for (size_t j = 1; j <= nnew && all_peer; j++)
       if (!tc_comm_peer_ok(src->device, devs[j])) all_peer = 0;
     int use_nccl = unique && engine != TCUDA_COMM_ENGINE_COPY && tc_nccl_available() &&
                    (engine == TCUDA_COMM_ENGINE_NCCL || nnew != 1 || !all_peer);
     if (use_nccl) {
-      st = tc_nccl_broadcast_bytes(func, (int)nnew + 1, devs, bufs, bytes, streams);
+      s = tc_nccl_broadcast_bytes(F, (int)nnew + 1, devs, bufs, bytes, streams);
     } else {
-      for (size_t i = 0; i < n && !st; i++) {
+      for (size_t i = 0; i < n && !s; i++) {
         if (src->on_gpu && devices[i] == src->device) continue;
         tcuda_stream_t ss = src->on_gpu ? tc_comm_cur(src->device) : tc_comm_cur(devices[i]);
-        st = tc_comm_copy_view(func, &outs[i], tc_comm_cur(devices[i]), src, ss);
+        s = tc_comm_copy_view(F, &outs[i], tc_comm_cur(devices[i]), src, ss);
       }
     }
   }
-  if (st) tc_comm_release_all(out, n);
+  if (s) tc_comm_release_all(out, n);
   free(outs);
   free(devs);
   free(bufs);
   free(streams);
-  return st;
+  return s;
 }
 
 tcuda_status tcuda_comm_broadcast(const tcuda_dltensor_t *tensor, const int *devices, size_t ndevices,
                                   DLManagedTensor **out) {
-  const char *func = "tcuda_comm_broadcast";
+  const char *F = "tcuda_comm_broadcast";
   tc_tensor src;
   int engine = engine_now();
-  tcuda_status st = tc_tensor_from_dl(func, "tensor", (size_t)-1, (const DLTensor *)tensor, &src);
-  if (st) return st;
-  if (ndevices && !out) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: out is NULL", func);
-  if ((st = tc_check_device_list(func, devices, ndevices))) return st;
+  tcuda_status s = tc_tensor_from_dl(F, "tensor", (size_t)-1, (const DLTensor *)tensor, &src);
+  if (s) return s;
+  if (ndevices && !out) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: out is NULL", F);
+  if ((s = tc_check_device_list(F, devices, ndevices))) return s;
   if (!ndevices) return TCUDA_SUCCESS;
-  if ((st = tc_lazy_init(func))) return st;
-  if ((st = check_tensor_devices(func, "tensor device", &src, 1))) return st;
+  if ((s = tc_lazy_init(F))) return s;
+  if ((s = check_tensor_devices(F, "tensor device", &src, 1))) return s;
   for (size_t i = 0; i < ndevices; i++)
-    if ((st = check_device(func, "device", devices[i]))) return st;
+    if ((s = check_device(F, "device", devices[i]))) return s;
   for (size_t i = 0; i < ndevices; i++) out[i] = NULL;
-  TC_ANNOTATE_BEGIN(func);
-  st = broadcast_impl(func, engine, &src, devices, ndevices, out);
+  TC_ANNOTATE_BEGIN(F);
+  s = broadcast_impl(F, engine, &src, devices, ndevices, out);
   TC_ANNOTATE_END();
-  return st;
+  return s;
 }
 
 tcuda_status tcuda_comm_broadcast_out(const tcuda_dltensor_t *tensor, const tcuda_dltensor_t *const *out, size_t nout) {
-  const char *func = "tcuda_comm_broadcast_out";
+  const char *F = "tcuda_comm_broadcast_out";
   tc_tensor src, *outs = NULL;
   int engine = engine_now();
-  tcuda_status st = tc_tensor_from_dl(func, "tensor", (size_t)-1, (const DLTensor *)tensor, &src);
-  if (st) return st;
+  tcuda_status s = tc_tensor_from_dl(F, "tensor", (size_t)-1, (const DLTensor *)tensor, &src);
+  if (s) return s;
   if (nout && !(outs = malloc(nout * sizeof *outs)))
-    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  st = tc_tensors_from_dl(func, "out", (const DLTensor *const *)out, nout, outs);
-  if (!st) st = tc_check_broadcast_out(func, &src, outs, nout);
-  if (!st && nout) st = tc_lazy_init(func);
-  if (!st && nout) st = check_tensor_devices(func, "tensor device", &src, 1);
-  if (!st && nout) st = check_tensor_devices(func, "output device", outs, nout);
-  if (st || !nout) { free(outs); return st; }
-  TC_ANNOTATE_BEGIN(func);
+    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  s = tc_tensors_from_dl(F, "out", (const DLTensor *const *)out, nout, outs);
+  if (!s) s = tc_check_broadcast_out(F, &src, outs, nout);
+  if (!s && nout) s = tc_lazy_init(F);
+  if (!s && nout) s = check_tensor_devices(F, "tensor device", &src, 1);
+  if (!s && nout) s = check_tensor_devices(F, "output device", outs, nout);
+  if (s || !nout) { free(outs); return s; }
+  TC_ANNOTATE_BEGIN(F);
   size_t bytes = (size_t)(src.numel * src.elem_size);
   const tc_tensor **list = malloc((nout + 1) * sizeof *list);
   int *devs = malloc((nout + 1) * sizeof *devs);
   void **bufs = malloc((nout + 1) * sizeof *bufs);
   tcuda_stream_t *streams = malloc((nout + 1) * sizeof *streams);
-  if (!list || !devs || !bufs || !streams) st = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  if (!st) {
+  if (!list || !devs || !bufs || !streams) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  if (!s) {
     list[0] = &src;
     for (size_t i = 0; i < nout; i++) list[i + 1] = &outs[i];
     int nccl_ok = nccl_shape_ok(list, nout + 1);
@@ -183,11 +183,11 @@ tcuda_status tcuda_comm_broadcast_out(const tcuda_dltensor_t *tensor, const tcud
         bufs[i] = list[i]->data;
         streams[i] = tc_comm_cur(devs[i]);
       }
-      st = tc_nccl_broadcast_bytes(func, (int)nout + 1, devs, bufs, bytes, streams);
+      s = tc_nccl_broadcast_bytes(F, (int)nout + 1, devs, bufs, bytes, streams);
     } else {
-      for (size_t i = 0; i < nout && !st; i++) {
+      for (size_t i = 0; i < nout && !s; i++) {
         tcuda_stream_t ds = tc_comm_cur(outs[i].device);
-        st = tc_comm_copy_view(func, &outs[i], ds, &src, src.on_gpu ? tc_comm_cur(src.device) : ds);
+        s = tc_comm_copy_view(F, &outs[i], ds, &src, src.on_gpu ? tc_comm_cur(src.device) : ds);
       }
     }
   }
@@ -197,7 +197,7 @@ tcuda_status tcuda_comm_broadcast_out(const tcuda_dltensor_t *tensor, const tcud
   free(streams);
   free(outs);
   TC_ANNOTATE_END();
-  return st;
+  return s;
 }
 
 /* ---------------------------------------------------------------------
@@ -205,29 +205,29 @@ tcuda_status tcuda_comm_broadcast_out(const tcuda_dltensor_t *tensor, const tcud
  * --------------------------------------------------------------------- */
 static size_t align16(size_t x) { return (x + 15) & ~(size_t)15; }
 
-static tcuda_status coalesced_impl(const char *func, int engine, const tc_tensor *ts, size_t n,
+static tcuda_status coalesced_impl(const char *F, int engine, const tc_tensor *ts, size_t n,
                                    const int *devices, size_t ndev, size_t buffer_size, DLManagedTensor **out) {
-  tcuda_status st = TCUDA_SUCCESS;
-  for (size_t i = 0; i < n && !st; i++) st = tc_comm_out(func, &ts[i], NULL, &out[i]);
-  if (st || ndev == 1 || !n) return st;
+  tcuda_status s = TCUDA_SUCCESS;
+  for (size_t i = 0; i < n && !s; i++) s = tc_comm_out(F, &ts[i], NULL, &out[i]);
+  if (s || ndev == 1 || !n) return s;
 
   int src_dev = devices[0];
   int *keys = malloc(n * sizeof *keys);
   uint64_t *bytes = malloc(n * sizeof *bytes);
   size_t *bucket = malloc(n * sizeof *bucket), *offset = malloc(n * sizeof *offset);
-  if (!keys || !bytes || !bucket || !offset) st = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
+  if (!keys || !bytes || !bucket || !offset) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
   size_t nb = 0;
-  if (!st) {
+  if (!s) {
     for (size_t i = 0; i < n; i++) {
       keys[i] = tc_dtype_rank(ts[i].dtype);
       bytes[i] = (uint64_t)(ts[i].numel * ts[i].elem_size);
     }
     nb = tc_take_tensors(TC_TAKE_CPP, keys, bytes, n, buffer_size, bucket);
-    if (nb == (size_t)-1) st = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
+    if (nb == (size_t)-1) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
   }
-  size_t *bsize = st ? NULL : calloc(nb ? nb : 1, sizeof *bsize);
-  if (!st && !bsize) st = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  if (!st) /* 16-byte aligned slots inside each bucket: vector copies */
+  size_t *bsize = s ? NULL : calloc(nb ? nb : 1, sizeof *bsize);
+  if (!s && !bsize) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  if (!s) /* 16-byte aligned slots inside each bucket: vector copies */
     for (size_t i = 0; i < n; i++) {
       offset[i] = bsize[bucket[i]];
       bsize[bucket[i]] = align16(bsize[bucket[i]] + bytes[i]);
@@ -247,59 +247,59 @@ static tcuda_status coalesced_impl(const char *func, int engine, const tc_tensor
 
   /* bufs[b][d]: the bucket's buffer on devices[d]; d = 0 is the packed
    * source (only when packing) */
-  void **bufs = st ? NULL : calloc(nb * ndev + 1, sizeof *bufs);
-  tc_buf **owners = st ? NULL : calloc(nb * ndev + 1, sizeof *owners);
-  if (!st && (!bufs || !owners)) st = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
+  void **bufs = s ? NULL : calloc(nb * ndev + 1, sizeof *bufs);
+  tc_buf **owners = s ? NULL : calloc(nb * ndev + 1, sizeof *owners);
+  if (!s && (!bufs || !owners)) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
   tcuda_stream_t ss = tc_comm_cur(src_dev);
-  for (size_t b = 0; b < nb && !st; b++)
-    for (size_t d = push ? 1 : 0; d < ndev && !st; d++) {
-      st = tc_comm_dev_alloc(func, &bufs[b * ndev + d], bsize[b], devices[d], tc_comm_cur(devices[d]));
-      if (!st && d) st = tc_comm_buf_wrap(func, bufs[b * ndev + d], 0, &owners[b * ndev + d]);
+  for (size_t b = 0; b < nb && !s; b++)
+    for (size_t d = push ? 1 : 0; d < ndev && !s; d++) {
+      s = tc_comm_dev_alloc(F, &bufs[b * ndev + d], bsize[b], devices[d], tc_comm_cur(devices[d]));
+      if (!s && d) s = tc_comm_buf_wrap(F, bufs[b * ndev + d], 0, &owners[b * ndev + d]);
     }
   /* outputs: contiguous views into the bucket buffers */
-  for (size_t d = 1; d < ndev && !st; d++)
-    for (size_t i = 0; i < n && !st; i++) {
+  for (size_t d = 1; d < ndev && !s; d++)
+    for (size_t i = 0; i < n && !s; i++) {
       size_t k = bucket[i] * ndev + d;
       tc_tensor v = tc_comm_contig_like(&ts[i], (char *)bufs[k] + offset[i], devices[d]);
-      st = tc_comm_out(func, &v, owners[k], &out[d * n + i]);
+      s = tc_comm_out(F, &v, owners[k], &out[d * n + i]);
     }
-  tc_copy_item *items = st ? NULL : malloc(n * sizeof *items);
-  if (!st && !items) st = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  if (!st && push) {
+  tc_copy_item *items = s ? NULL : malloc(n * sizeof *items);
+  if (!s && !items) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  if (!s && push) {
     tcuda_stream_t ds = tc_comm_cur(devices[1]);
     for (size_t i = 0; i < n; i++)
       items[i] = (tc_copy_item){ts[i].data, (char *)bufs[bucket[i] * ndev + 1] + offset[i], bytes[i]};
-    st = tc_comm_wait(ss, ds);
-    if (!st) st = tc_comm_multicopy(func, items, n, ss);
+    s = tc_comm_wait(ss, ds);
+    if (!s) s = tc_comm_multicopy(F, items, n, ss);
     tcuda_status s2 = tc_comm_wait(ds, ss);
-    if (!st) st = s2;
-  } else if (!st) {
+    if (!s) s = s2;
+  } else if (!s) {
     /* pack every bucket on the source: contiguous tensors in one launch */
     size_t ni = 0;
-    for (size_t i = 0; i < n && !st; i++) {
+    for (size_t i = 0; i < n && !s; i++) {
       char *dst = (char *)bufs[bucket[i] * ndev] + offset[i];
       if (tc_tensor_contiguous(&ts[i])) items[ni++] = (tc_copy_item){ts[i].data, dst, bytes[i]};
       else {
         tc_tensor c = tc_comm_contig_like(&ts[i], dst, src_dev);
-        st = tc_comm_copy_view(func, &c, ss, &ts[i], ss);
+        s = tc_comm_copy_view(F, &c, ss, &ts[i], ss);
       }
     }
-    if (!st) st = tc_comm_multicopy(func, items, ni, ss);
-    if (!st && use_nccl) {
+    if (!s) s = tc_comm_multicopy(F, items, ni, ss);
+    if (!s && use_nccl) {
       tcuda_stream_t streams[TC_MAX_DEVICES];
       for (size_t d = 0; d < ndev; d++) streams[d] = tc_comm_cur(devices[d]);
-      st = tc_nccl_broadcast_many(func, (int)ndev, devices, nb, bufs, bsize, streams);
+      s = tc_nccl_broadcast_many(F, (int)ndev, devices, nb, bufs, bsize, streams);
     } else {
-      for (size_t d = 1; d < ndev && !st; d++) {
+      for (size_t d = 1; d < ndev && !s; d++) {
         tcuda_stream_t ds = tc_comm_cur(devices[d]);
         int cross = devices[d] != src_dev;
-        if (cross && (st = tc_comm_wait(ss, ds))) break;
+        if (cross && (s = tc_comm_wait(ss, ds))) break;
         tcuda_stream_t w = cross ? ss : ds;
-        for (size_t b = 0; b < nb && !st; b++)
-          st = tc_comm_copy_bytes(func, bufs[b * ndev + d], devices[d], bufs[b * ndev], src_dev, bsize[b], w);
+        for (size_t b = 0; b < nb && !s; b++)
+          s = tc_comm_copy_bytes(F, bufs[b * ndev + d], devices[d], bufs[b * ndev], src_dev, bsize[b], w);
         if (cross) {
           tcuda_status s2 = tc_comm_wait(ds, ss);
-          if (!st) st = s2;
+          if (!s) s = s2;
         }
       }
     }
@@ -315,104 +315,104 @@ static tcuda_status coalesced_impl(const char *func, int engine, const tc_tensor
   free(bytes);
   free(bucket);
   free(offset);
-  return st;
+  return s;
 }
 
 tcuda_status tcuda_comm_broadcast_coalesced(const tcuda_dltensor_t *const *tensors, size_t ntensors,
                                             const int *devices, size_t ndevices, size_t buffer_size,
                                             DLManagedTensor **out) {
-  const char *func = "tcuda_comm_broadcast_coalesced";
+  const char *F = "tcuda_comm_broadcast_coalesced";
   int engine = engine_now();
   tc_tensor *ts = NULL;
-  tcuda_status st = TCUDA_SUCCESS;
+  tcuda_status s = TCUDA_SUCCESS;
   if (ntensors && !(ts = malloc(ntensors * sizeof *ts)))
-    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  st = tc_tensors_from_dl(func, "tensors", (const DLTensor *const *)tensors, ntensors, ts);
-  if (!st) st = tc_check_broadcast_coalesced(func, ts, ntensors, devices, ndevices);
-  if (!st && ntensors && !out) st = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: out is NULL", func);
-  if (!st && ndevices > TC_MAX_DEVICES)
-    st = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %zu devices (at most %d)", func, ndevices, TC_MAX_DEVICES);
-  if (!st) st = tc_lazy_init(func);
-  for (size_t i = 0; i < ndevices && !st; i++) st = check_device(func, "device", devices[i]);
-  if (!st && ntensors) {
+    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  s = tc_tensors_from_dl(F, "tensors", (const DLTensor *const *)tensors, ntensors, ts);
+  if (!s) s = tc_check_broadcast_coalesced(F, ts, ntensors, devices, ndevices);
+  if (!s && ntensors && !out) s = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: out is NULL", F);
+  if (!s && ndevices > TC_MAX_DEVICES)
+    s = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %zu devices (at most %d)", F, ndevices, TC_MAX_DEVICES);
+  if (!s) s = tc_lazy_init(F);
+  for (size_t i = 0; i < ndevices && !s; i++) s = check_device(F, "device", devices[i]);
+  if (!s && ntensors) {
     memset(out, 0, ndevices * ntensors * sizeof *out);
-    TC_ANNOTATE_BEGIN(func);
-    st = coalesced_impl(func, engine, ts, ntensors, devices, ndevices, buffer_size, out);
-    if (st) tc_comm_release_all(out, ndevices * ntensors);
+    TC_ANNOTATE_BEGIN(F);
+    s = coalesced_impl(F, engine, ts, ntensors, devices, ndevices, buffer_size, out);
+    if (s) tc_comm_release_all(out, ndevices * ntensors);
     TC_ANNOTATE_END();
   }
   free(ts);
-  return st;
+  return s;
 }
 
 /* ---------------------------------------------------------------------
  * reduce_add
  * --------------------------------------------------------------------- */
 /* Contiguous copies of the non-contiguous inputs, each on its own device. */
-static tcuda_status contiguous_inputs(const char *func, const tc_tensor *in, size_t n, const void **ptrs,
+static tcuda_status contiguous_inputs(const char *F, const tc_tensor *in, size_t n, const void **ptrs,
                                       void **tmps) {
-  tcuda_status st = TCUDA_SUCCESS;
-  for (size_t i = 0; i < n && !st; i++) {
+  tcuda_status s = TCUDA_SUCCESS;
+  for (size_t i = 0; i < n && !s; i++) {
     tmps[i] = NULL;
     ptrs[i] = in[i].data;
     if (tc_tensor_contiguous(&in[i])) continue;
-    tcuda_stream_t s = tc_comm_cur(in[i].device);
-    st = tc_comm_dev_alloc(func, &tmps[i], (size_t)(in[i].numel * in[i].elem_size), in[i].device, s);
+    tcuda_stream_t strm = tc_comm_cur(in[i].device);
+    s = tc_comm_dev_alloc(F, &tmps[i], (size_t)(in[i].numel * in[i].elem_size), in[i].device, strm);
     tc_tensor c = tc_comm_contig_like(&in[i], tmps[i], in[i].device);
-    if (!st) st = tc_comm_copy_view(func, &c, s, &in[i], s);
+    if (!s) s = tc_comm_copy_view(F, &c, strm, &in[i], strm);
     ptrs[i] = tmps[i];
   }
-  return st;
+  return s;
 }
 
 tcuda_status tcuda_comm_reduce_add(const tcuda_dltensor_t *const *inputs, size_t ninputs, int destination,
                                    DLManagedTensor **out) {
-  const char *func = "tcuda_comm_reduce_add";
-  TC_CHECK_ARG(func, out, "out");
+  const char *F = "tcuda_comm_reduce_add";
+  TC_CHECK_ARG(F, out, "out");
   int engine = engine_now();
   tc_tensor *in = NULL;
   size_t root = 0;
-  tcuda_status st = TCUDA_SUCCESS;
+  tcuda_status s = TCUDA_SUCCESS;
   if (ninputs && !(in = malloc(ninputs * sizeof *in)))
-    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  st = tc_tensors_from_dl(func, "inputs", (const DLTensor *const *)inputs, ninputs, in);
-  if (!st && ninputs > TC_MAX_DEVICES)
-    st = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %zu inputs (at most %d)", func, ninputs, TC_MAX_DEVICES);
-  if (!st && destination < -1)
-    st = tc_error(TCUDA_ERROR_INVALID_DEVICE, "%s: destination %d is not a device (-1 is the current one)", func,
-                  destination);
-  if (!st && destination == -1) st = tcuda_current_device(&destination);
-  if (!st) st = tc_check_reduce_add(func, in, ninputs, destination, &root);
-  if (!st) st = tc_lazy_init(func);
-  if (!st) st = check_tensor_devices(func, "input device", in, ninputs);
-  if (st) { free(in); return st; }
+    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  s = tc_tensors_from_dl(F, "inputs", (const DLTensor *const *)inputs, ninputs, in);
+  if (!s && ninputs > TC_MAX_DEVICES)
+    s = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %zu inputs (at most %d)", F, ninputs, TC_MAX_DEVICES);
+  if (!s && destination < -1)
+    s = tc_error(TCUDA_ERROR_INVALID_DEVICE, "%s: destination %d is not a device (-1 is the current one)", F,
+                 destination);
+  if (!s && destination == -1) s = tcuda_current_device(&destination);
+  if (!s) s = tc_check_reduce_add(F, in, ninputs, destination, &root);
+  if (!s) s = tc_lazy_init(F);
+  if (!s) s = check_tensor_devices(F, "input device", in, ninputs);
+  if (s) { free(in); return s; }
   *out = NULL;
   if (ninputs == 1) {
-    st = tc_comm_out(func, &in[0], NULL, out);
+    s = tc_comm_out(F, &in[0], NULL, out);
     free(in);
-    return st;
+    return s;
   }
-  TC_ANNOTATE_BEGIN(func);
+  TC_ANNOTATE_BEGIN(F);
   const tc_tensor **list = malloc(ninputs * sizeof *list);
   const void **ptrs = malloc(ninputs * sizeof *ptrs);
   void **tmps = calloc(ninputs, sizeof *tmps);
   int *devs = malloc(ninputs * sizeof *devs);
   void *res = NULL;
   tc_buf *b = NULL;
-  if (!list || !ptrs || !tmps || !devs) st = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  if (!st) {
+  if (!list || !ptrs || !tmps || !devs) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  if (!s) {
     for (size_t i = 0; i < ninputs; i++) {
       list[i] = &in[i];
       devs[i] = in[i].device;
     }
     int nccl_ok = nccl_shape_ok(list, ninputs);
-    st = tc_comm_dev_alloc(func, &res, (size_t)(in[0].numel * in[0].elem_size), destination, tc_comm_cur(destination));
-    if (!st) st = tc_comm_buf_wrap(func, res, 0, &b);
-    if (!st) st = contiguous_inputs(func, in, ninputs, ptrs, tmps);
-    if (!st && in[0].numel)
-      st = tc_comm_reduce_flat(func, engine, ninputs, devs, ptrs, root, (size_t)in[0].numel, in[0].dtype, res, nccl_ok);
+    s = tc_comm_dev_alloc(F, &res, (size_t)(in[0].numel * in[0].elem_size), destination, tc_comm_cur(destination));
+    if (!s) s = tc_comm_buf_wrap(F, res, 0, &b);
+    if (!s) s = contiguous_inputs(F, in, ninputs, ptrs, tmps);
+    if (!s && in[0].numel)
+      s = tc_comm_reduce_flat(F, engine, ninputs, devs, ptrs, root, (size_t)in[0].numel, in[0].dtype, res, nccl_ok);
     tc_tensor r = tc_comm_contig_like(&in[0], res, destination);
-    if (!st) st = tc_comm_out(func, &r, b, out);
+    if (!s) s = tc_comm_out(F, &r, b, out);
     for (size_t i = 0; i < ninputs; i++) tc_comm_dev_free(tmps[i]);
   }
   tc_comm_buf_unref(b);
@@ -422,43 +422,43 @@ tcuda_status tcuda_comm_reduce_add(const tcuda_dltensor_t *const *inputs, size_t
   free(devs);
   free(in);
   TC_ANNOTATE_END();
-  return st;
+  return s;
 }
 
 tcuda_status tcuda_comm_reduce_add_coalesced(const tcuda_dltensor_t *const *inputs, size_t ngpus, size_t ntensors,
                                              int destination, size_t buffer_size, DLManagedTensor **out) {
-  const char *func = "tcuda_comm_reduce_add_coalesced";
+  const char *F = "tcuda_comm_reduce_add_coalesced";
   int engine = engine_now();
   size_t total = ngpus * ntensors;
-  if (ngpus && total / ngpus != ntensors) return tc_error(TCUDA_ERROR_OVERFLOW, "%s: ngpus * ntensors overflows", func);
-  if (total && !out) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: out is NULL", func);
+  if (ngpus && total / ngpus != ntensors) return tc_error(TCUDA_ERROR_OVERFLOW, "%s: ngpus * ntensors overflows", F);
+  if (total && !out) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: out is NULL", F);
   if (ngpus > TC_MAX_DEVICES)
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %zu GPUs (at most %d)", func, ngpus, TC_MAX_DEVICES);
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %zu GPUs (at most %d)", F, ngpus, TC_MAX_DEVICES);
   if (destination < -1)
-    return tc_error(TCUDA_ERROR_INVALID_DEVICE, "%s: destination %d is not a device (-1 is the current one)", func,
+    return tc_error(TCUDA_ERROR_INVALID_DEVICE, "%s: destination %d is not a device (-1 is the current one)", F,
                     destination);
   tc_tensor *in = total ? malloc(total * sizeof *in) : NULL;
-  if (total && !in) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  tcuda_status st = tc_tensors_from_dl(func, "inputs", (const DLTensor *const *)inputs, total, in);
-  if (!st && total && destination == -1) st = tcuda_current_device(&destination);
-  if (!st) st = tc_check_reduce_add_coalesced(func, in, ngpus, ntensors, destination);
-  if (!st && total) st = tc_lazy_init(func);
-  if (!st) st = check_tensor_devices(func, "input device", in, total);
-  if (st || !total) { free(in); return st; }
+  if (total && !in) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  tcuda_status s = tc_tensors_from_dl(F, "inputs", (const DLTensor *const *)inputs, total, in);
+  if (!s && total && destination == -1) s = tcuda_current_device(&destination);
+  if (!s) s = tc_check_reduce_add_coalesced(F, in, ngpus, ntensors, destination);
+  if (!s && total) s = tc_lazy_init(F);
+  if (!s) s = check_tensor_devices(F, "input device", in, total);
+  if (s || !total) { free(in); return s; }
   memset(out, 0, ntensors * sizeof *out);
   if (ngpus == 1) { /* reduce_add of one input returns it: views */
-    for (size_t i = 0; i < ntensors && !st; i++) st = tc_comm_out(func, &in[i], NULL, &out[i]);
-    if (st) tc_comm_release_all(out, ntensors);
+    for (size_t i = 0; i < ntensors && !s; i++) s = tc_comm_out(F, &in[i], NULL, &out[i]);
+    if (s) tc_comm_release_all(out, ntensors);
     free(in);
-    return st;
+    return s;
   }
-  TC_ANNOTATE_BEGIN(func);
+  TC_ANNOTATE_BEGIN(F);
   int *keys = malloc(ntensors * sizeof *keys);
   uint64_t *bytes = malloc(ntensors * sizeof *bytes);
   size_t *bucket = malloc(ntensors * sizeof *bucket), *offset = malloc(ntensors * sizeof *offset);
   tc_copy_item *items = malloc(ntensors * sizeof *items);
   if (!keys || !bytes || !bucket || !offset || !items)
-    st = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
+    s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
   size_t nb = 0, root = 0;
   int devs[TC_MAX_DEVICES];
   const tc_tensor *heads[TC_MAX_DEVICES];
@@ -467,16 +467,16 @@ tcuda_status tcuda_comm_reduce_add_coalesced(const tcuda_dltensor_t *const *inpu
     heads[g] = &in[g * ntensors];
     if (devs[g] == destination) root = g;
   }
-  if (!st) {
+  if (!s) {
     for (size_t i = 0; i < ntensors; i++) {
       keys[i] = tc_dtype_rank(in[i].dtype);
       bytes[i] = (uint64_t)(in[i].numel * in[i].elem_size);
     }
     nb = tc_take_tensors(TC_TAKE_PY, keys, bytes, ntensors, buffer_size, bucket);
-    if (nb == (size_t)-1) st = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
+    if (nb == (size_t)-1) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
   }
   int nccl_ok = nccl_shape_ok(heads, ngpus);
-  for (size_t b = 0; b < nb && !st; b++) {
+  for (size_t b = 0; b < nb && !s; b++) {
     /* flatten the bucket on each GPU (PyTorch's _flatten_dense_tensors:
      * no padding; a single contiguous tensor is used as is) */
     size_t count = 0, first = (size_t)-1, members = 0;
@@ -492,41 +492,41 @@ tcuda_status tcuda_comm_reduce_add_coalesced(const tcuda_dltensor_t *const *inpu
     size_t es = (size_t)tc_dtype_size(dt);
     const void *ptrs[TC_MAX_DEVICES];
     void *flat[TC_MAX_DEVICES] = {0};
-    for (size_t g = 0; g < ngpus && !st; g++) {
+    for (size_t g = 0; g < ngpus && !s; g++) {
       const tc_tensor *row = in + g * ntensors;
       if (members == 1 && tc_tensor_contiguous(&row[first])) {
         ptrs[g] = row[first].data;
         continue;
       }
-      tcuda_stream_t s = tc_comm_cur(devs[g]);
-      st = tc_comm_dev_alloc(func, &flat[g], count * es, devs[g], s);
+      tcuda_stream_t strm = tc_comm_cur(devs[g]);
+      s = tc_comm_dev_alloc(F, &flat[g], count * es, devs[g], strm);
       size_t ni = 0;
-      for (size_t i = 0; i < ntensors && !st; i++) {
+      for (size_t i = 0; i < ntensors && !s; i++) {
         if (bucket[i] != b) continue;
         char *dst = (char *)flat[g] + offset[i] * es;
         if (tc_tensor_contiguous(&row[i])) items[ni++] = (tc_copy_item){row[i].data, dst, bytes[i]};
         else {
           tc_tensor c = tc_comm_contig_like(&row[i], dst, devs[g]);
-          st = tc_comm_copy_view(func, &c, s, &row[i], s);
+          s = tc_comm_copy_view(F, &c, strm, &row[i], strm);
         }
       }
-      if (!st) st = tc_comm_multicopy(func, items, ni, s);
+      if (!s) s = tc_comm_multicopy(F, items, ni, strm);
       ptrs[g] = flat[g];
     }
     void *res = NULL;
     tc_buf *owner = NULL;
-    if (!st) st = tc_comm_dev_alloc(func, &res, count * es, destination, tc_comm_cur(destination));
-    if (!st) st = tc_comm_buf_wrap(func, res, 0, &owner);
-    if (!st && count) st = tc_comm_reduce_flat(func, engine, ngpus, devs, ptrs, root, count, dt, res, nccl_ok);
-    for (size_t i = 0; i < ntensors && !st; i++) {
+    if (!s) s = tc_comm_dev_alloc(F, &res, count * es, destination, tc_comm_cur(destination));
+    if (!s) s = tc_comm_buf_wrap(F, res, 0, &owner);
+    if (!s && count) s = tc_comm_reduce_flat(F, engine, ngpus, devs, ptrs, root, count, dt, res, nccl_ok);
+    for (size_t i = 0; i < ntensors && !s; i++) {
       if (bucket[i] != b) continue;
       tc_tensor v = tc_comm_contig_like(&in[i], (char *)res + offset[i] * es, destination);
-      st = tc_comm_out(func, &v, owner, &out[i]);
+      s = tc_comm_out(F, &v, owner, &out[i]);
     }
     tc_comm_buf_unref(owner);
     for (size_t g = 0; g < ngpus; g++) tc_comm_dev_free(flat[g]);
   }
-  if (st) tc_comm_release_all(out, ntensors);
+  if (s) tc_comm_release_all(out, ntensors);
   free(keys);
   free(bytes);
   free(bucket);
@@ -534,56 +534,56 @@ tcuda_status tcuda_comm_reduce_add_coalesced(const tcuda_dltensor_t *const *inpu
   free(items);
   free(in);
   TC_ANNOTATE_END();
-  return st;
+  return s;
 }
 
 /* ---------------------------------------------------------------------
  * scatter
  * --------------------------------------------------------------------- */
-static tcuda_status check_user_stream(const char *func, const tcuda_stream_t *const *streams, size_t i, int device) {
+static tcuda_status check_user_stream(const char *F, const tcuda_stream_t *const *streams, size_t i, int device) {
   if (!streams || !streams[i]) return TCUDA_SUCCESS;
-  return tc_check_scatter_stream(func, i, streams[i]->device, device);
+  return tc_check_scatter_stream(F, i, streams[i]->device, device);
 }
 
 tcuda_status tcuda_comm_scatter(const tcuda_dltensor_t *tensor, const int *devices, size_t ndevices,
                                 const int64_t *chunk_sizes, size_t nchunk_sizes, int64_t dim,
                                 const tcuda_stream_t *const *streams, DLManagedTensor **out, size_t *nout) {
-  const char *func = "tcuda_comm_scatter";
+  const char *F = "tcuda_comm_scatter";
   tc_tensor src;
   int wdim;
   size_t nchunks = 0;
-  TC_CHECK_ARG(func, out, "out");
-  TC_CHECK_ARG(func, nout, "nout");
-  tcuda_status st = tc_tensor_from_dl(func, "tensor", (size_t)-1, (const DLTensor *)tensor, &src);
-  if (st) return st;
-  if (ndevices && !devices) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: devices is NULL", func);
+  TC_CHECK_ARG(F, out, "out");
+  TC_CHECK_ARG(F, nout, "nout");
+  tcuda_status s = tc_tensor_from_dl(F, "tensor", (size_t)-1, (const DLTensor *)tensor, &src);
+  if (s) return s;
+  if (ndevices && !devices) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: devices is NULL", F);
   int64_t *sizes = malloc((ndevices ? ndevices : 1) * sizeof *sizes);
-  if (!sizes) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  st = tc_plan_scatter(func, &src, ndevices, chunk_sizes, nchunk_sizes, dim, &wdim, sizes, &nchunks);
-  for (size_t i = 0; i < nchunks && !st; i++) {
+  if (!sizes) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  s = tc_plan_scatter(F, &src, ndevices, chunk_sizes, nchunk_sizes, dim, &wdim, sizes, &nchunks);
+  for (size_t i = 0; i < nchunks && !s; i++) {
     if (src.on_gpu && devices[i] == src.device) continue;
-    st = check_user_stream(func, streams, i, devices[i]);
-    if (!st && devices[i] < 0)
-      st = tc_error(TCUDA_ERROR_INVALID_DEVICE, "%s: Expected non-negative device index, but got %d", func, devices[i]);
+    s = check_user_stream(F, streams, i, devices[i]);
+    if (!s && devices[i] < 0)
+      s = tc_error(TCUDA_ERROR_INVALID_DEVICE, "%s: Expected non-negative device index, but got %d", F, devices[i]);
   }
-  if (!st) st = tc_lazy_init(func);
-  if (!st) st = check_tensor_devices(func, "tensor device", &src, 1);
-  for (size_t i = 0; i < nchunks && !st; i++) {
-    st = check_device(func, "device", devices[i]);
-    if (!st && streams && streams[i] && !(src.on_gpu && devices[i] == src.device))
-      st = tc_stream_check(func, "streams[i]", *streams[i]);
+  if (!s) s = tc_lazy_init(F);
+  if (!s) s = check_tensor_devices(F, "tensor device", &src, 1);
+  for (size_t i = 0; i < nchunks && !s; i++) {
+    s = check_device(F, "device", devices[i]);
+    if (!s && streams && streams[i] && !(src.on_gpu && devices[i] == src.device))
+      s = tc_stream_check(F, "streams[i]", *streams[i]);
   }
-  if (st) { free(sizes); return st; }
-  TC_ANNOTATE_BEGIN(func);
+  if (s) { free(sizes); return s; }
+  TC_ANNOTATE_BEGIN(F);
   memset(out, 0, nchunks * sizeof *out);
   int64_t start = 0;
-  for (size_t i = 0; i < nchunks && !st; i++) {
+  for (size_t i = 0; i < nchunks && !s; i++) {
     tc_tensor chunk;
     tc_tensor_narrow(&src, wdim, start, sizes[i], &chunk);
     start += sizes[i];
     int d = devices[i];
     if (src.on_gpu && d == src.device) {
-      st = tc_comm_out(func, &chunk, NULL, &out[i]);
+      s = tc_comm_out(F, &chunk, NULL, &out[i]);
       continue;
     }
     tcuda_stream_t ds = streams && streams[i] ? *streams[i] : tc_comm_cur(d);
@@ -592,109 +592,109 @@ tcuda_status tcuda_comm_scatter(const tcuda_dltensor_t *tensor, const int *devic
     if (!tc_tensor_dense(&chunk)) tc_contiguous_strides(chunk.ndim, chunk.shape, dst.strides);
     void *p = NULL;
     tc_buf *b = NULL;
-    st = tc_comm_dev_alloc(func, &p, (size_t)(chunk.numel * chunk.elem_size), d, ds);
-    if (!st) st = tc_comm_buf_wrap(func, p, 0, &b);
-    if (st) break;
+    s = tc_comm_dev_alloc(F, &p, (size_t)(chunk.numel * chunk.elem_size), d, ds);
+    if (!s) s = tc_comm_buf_wrap(F, p, 0, &b);
+    if (s) break;
     dst.data = p;
     dst.on_gpu = 1;
     dst.device = d;
     dst.dev_type = TC_DL_CUDA;
-    st = tc_comm_copy_view(func, &dst, ds, &chunk, src.on_gpu ? tc_comm_cur(src.device) : ds);
-    if (!st) st = tc_comm_out(func, &dst, b, &out[i]);
+    s = tc_comm_copy_view(F, &dst, ds, &chunk, src.on_gpu ? tc_comm_cur(src.device) : ds);
+    if (!s) s = tc_comm_out(F, &dst, b, &out[i]);
     tc_comm_buf_unref(b);
   }
-  if (st) tc_comm_release_all(out, nchunks);
+  if (s) tc_comm_release_all(out, nchunks);
   else *nout = nchunks;
   free(sizes);
   TC_ANNOTATE_END();
-  return st;
+  return s;
 }
 
 tcuda_status tcuda_comm_scatter_out(const tcuda_dltensor_t *tensor, const tcuda_dltensor_t *const *out, size_t nout,
                                     int64_t dim, const tcuda_stream_t *const *streams) {
-  const char *func = "tcuda_comm_scatter_out";
+  const char *F = "tcuda_comm_scatter_out";
   tc_tensor src, *outs = NULL;
   int wdim;
-  tcuda_status st = tc_tensor_from_dl(func, "tensor", (size_t)-1, (const DLTensor *)tensor, &src);
-  if (st) return st;
+  tcuda_status s = tc_tensor_from_dl(F, "tensor", (size_t)-1, (const DLTensor *)tensor, &src);
+  if (s) return s;
   if (nout && !(outs = malloc(nout * sizeof *outs)))
-    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  st = tc_tensors_from_dl(func, "out", (const DLTensor *const *)out, nout, outs);
-  if (!st) st = tc_plan_scatter_out(func, &src, outs, nout, dim, &wdim);
-  for (size_t i = 0; i < nout && !st; i++) st = check_user_stream(func, streams, i, outs[i].device);
-  if (!st) st = tc_lazy_init(func);
-  if (!st) st = check_tensor_devices(func, "tensor device", &src, 1);
-  if (!st) st = check_tensor_devices(func, "output device", outs, nout);
-  for (size_t i = 0; i < nout && !st; i++)
-    if (streams && streams[i]) st = tc_stream_check(func, "streams[i]", *streams[i]);
-  if (st) { free(outs); return st; }
-  TC_ANNOTATE_BEGIN(func);
+    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  s = tc_tensors_from_dl(F, "out", (const DLTensor *const *)out, nout, outs);
+  if (!s) s = tc_plan_scatter_out(F, &src, outs, nout, dim, &wdim);
+  for (size_t i = 0; i < nout && !s; i++) s = check_user_stream(F, streams, i, outs[i].device);
+  if (!s) s = tc_lazy_init(F);
+  if (!s) s = check_tensor_devices(F, "tensor device", &src, 1);
+  if (!s) s = check_tensor_devices(F, "output device", outs, nout);
+  for (size_t i = 0; i < nout && !s; i++)
+    if (streams && streams[i]) s = tc_stream_check(F, "streams[i]", *streams[i]);
+  if (s) { free(outs); return s; }
+  TC_ANNOTATE_BEGIN(F);
   int64_t start = 0;
-  for (size_t i = 0; i < nout && !st; i++) {
+  for (size_t i = 0; i < nout && !s; i++) {
     tc_tensor chunk;
     tc_tensor_narrow(&src, wdim, start, outs[i].shape[wdim], &chunk);
     start += outs[i].shape[wdim];
     tcuda_stream_t ds = streams && streams[i] ? *streams[i] : tc_comm_cur(outs[i].device);
-    st = tc_comm_copy_view(func, &outs[i], ds, &chunk, src.on_gpu ? tc_comm_cur(src.device) : ds);
+    s = tc_comm_copy_view(F, &outs[i], ds, &chunk, src.on_gpu ? tc_comm_cur(src.device) : ds);
   }
   free(outs);
   TC_ANNOTATE_END();
-  return st;
+  return s;
 }
 
 /* ---------------------------------------------------------------------
  * gather
  * --------------------------------------------------------------------- */
-static tcuda_status gather_into(const char *func, const tc_tensor *ts, size_t n, int wdim, const tc_tensor *res) {
-  tcuda_status st = TCUDA_SUCCESS;
+static tcuda_status gather_into(const char *F, const tc_tensor *ts, size_t n, int wdim, const tc_tensor *res) {
+  tcuda_status s = TCUDA_SUCCESS;
   int64_t start = 0;
-  for (size_t i = 0; i < n && !st; i++) {
+  for (size_t i = 0; i < n && !s; i++) {
     tc_tensor slice;
     tc_tensor_narrow(res, wdim, start, ts[i].shape[wdim], &slice);
     start += ts[i].shape[wdim];
     tcuda_stream_t ss = tc_comm_cur(ts[i].device);
-    st = tc_comm_copy_view(func, &slice, res->on_gpu ? tc_comm_cur(res->device) : ss, &ts[i], ss);
+    s = tc_comm_copy_view(F, &slice, res->on_gpu ? tc_comm_cur(res->device) : ss, &ts[i], ss);
   }
   /* a host result is complete on return, as PyTorch's blocking copy */
-  for (size_t i = 0; i < n && !st && !res->on_gpu; i++) {
+  for (size_t i = 0; i < n && !s && !res->on_gpu; i++) {
     int dup = 0;
     for (size_t j = 0; j < i; j++)
       if (ts[j].device == ts[i].device) dup = 1;
-    if (!dup) st = tc_comm_sync(func, tc_comm_cur(ts[i].device));
+    if (!dup) s = tc_comm_sync(F, tc_comm_cur(ts[i].device));
   }
-  return st;
+  return s;
 }
 
-static tcuda_status gather_prepare(const char *func, const tcuda_dltensor_t *const *tensors, size_t n, int64_t dim,
+static tcuda_status gather_prepare(const char *F, const tcuda_dltensor_t *const *tensors, size_t n, int64_t dim,
                                    tc_tensor **ts, int *wdim, int64_t *shape) {
   *ts = NULL;
   if (n && !(*ts = malloc(n * sizeof **ts)))
-    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  tcuda_status st = tc_tensors_from_dl(func, "tensors", (const DLTensor *const *)tensors, n, *ts);
-  if (!st) st = tc_plan_gather(func, *ts, n, dim, wdim, shape);
-  if (st) { free(*ts); *ts = NULL; }
-  return st;
+    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  tcuda_status s = tc_tensors_from_dl(F, "tensors", (const DLTensor *const *)tensors, n, *ts);
+  if (!s) s = tc_plan_gather(F, *ts, n, dim, wdim, shape);
+  if (s) { free(*ts); *ts = NULL; }
+  return s;
 }
 
 tcuda_status tcuda_comm_gather(const tcuda_dltensor_t *const *tensors, size_t ntensors, int64_t dim, int destination,
                                DLManagedTensor **out) {
-  const char *func = "tcuda_comm_gather";
-  TC_CHECK_ARG(func, out, "out");
+  const char *F = "tcuda_comm_gather";
+  TC_CHECK_ARG(F, out, "out");
   tc_tensor *ts;
   int wdim;
   int64_t shape[TC_COMM_MAX_DIMS];
   if (destination < TCUDA_COMM_HOST)
     return tc_error(TCUDA_ERROR_INVALID_DEVICE,
-                    "%s: destination %d is not a device (-1: current device, TCUDA_COMM_HOST: host)", func, destination);
-  tcuda_status st = gather_prepare(func, tensors, ntensors, dim, &ts, &wdim, shape);
-  if (st) return st;
-  st = tc_lazy_init(func);
-  if (!st && destination == -1) st = tcuda_current_device(&destination);
-  if (!st && destination >= 0) st = check_device(func, "destination", destination);
-  if (!st) st = check_tensor_devices(func, "input device", ts, ntensors);
-  if (st) { free(ts); return st; }
+                    "%s: destination %d is not a device (-1: current device, TCUDA_COMM_HOST: host)", F, destination);
+  tcuda_status s = gather_prepare(F, tensors, ntensors, dim, &ts, &wdim, shape);
+  if (s) return s;
+  s = tc_lazy_init(F);
+  if (!s && destination == -1) s = tcuda_current_device(&destination);
+  if (!s && destination >= 0) s = check_device(F, "destination", destination);
+  if (!s) s = check_tensor_devices(F, "input device", ts, ntensors);
+  if (s) { free(ts); return s; }
   *out = NULL;
-  TC_ANNOTATE_BEGIN(func);
+  TC_ANNOTATE_BEGIN(F);
   tc_tensor res = ts[0];
   memcpy(res.shape, shape, sizeof shape);
   res.numel = 1;
@@ -703,47 +703,47 @@ tcuda_status tcuda_comm_gather(const tcuda_dltensor_t *const *tensors, size_t nt
   int host = destination == TCUDA_COMM_HOST;
   void *p = NULL;
   tc_buf *b = NULL;
-  st = host ? tcuda_host_alloc(&p, bytes) : tc_comm_dev_alloc(func, &p, bytes, destination, tc_comm_cur(destination));
-  if (!st) st = tc_comm_buf_wrap(func, p, host, &b);
-  if (!st) {
+  s = host ? tcuda_host_alloc(&p, bytes) : tc_comm_dev_alloc(F, &p, bytes, destination, tc_comm_cur(destination));
+  if (!s) s = tc_comm_buf_wrap(F, p, host, &b);
+  if (!s) {
     res = tc_comm_contig_like(&res, p, host ? -1 : destination);
-    st = gather_into(func, ts, ntensors, wdim, &res);
+    s = gather_into(F, ts, ntensors, wdim, &res);
   }
-  if (!st) st = tc_comm_out(func, &res, b, out);
+  if (!s) s = tc_comm_out(F, &res, b, out);
   tc_comm_buf_unref(b);
   free(ts);
   TC_ANNOTATE_END();
-  return st;
+  return s;
 }
 
 tcuda_status tcuda_comm_gather_out(const tcuda_dltensor_t *const *tensors, size_t ntensors, int64_t dim,
                                    const tcuda_dltensor_t *out) {
-  const char *func = "tcuda_comm_gather_out";
+  const char *F = "tcuda_comm_gather_out";
   tc_tensor *ts, res;
   int wdim;
   int64_t shape[TC_COMM_MAX_DIMS];
   char a[512], b[512];
-  tcuda_status st = gather_prepare(func, tensors, ntensors, dim, &ts, &wdim, shape);
-  if (st) return st;
-  st = tc_tensor_from_dl(func, "out", (size_t)-1, (const DLTensor *)out, &res);
-  if (!st) {
+  tcuda_status s = gather_prepare(F, tensors, ntensors, dim, &ts, &wdim, shape);
+  if (s) return s;
+  s = tc_tensor_from_dl(F, "out", (size_t)-1, (const DLTensor *)out, &res);
+  if (!s) {
     int ok = res.ndim == ts[0].ndim;
     for (int k = 0; ok && k < res.ndim; k++) ok = res.shape[k] == shape[k];
     if (!ok)
-      st = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: Expected out tensor to have shape %s, but got %s", func,
-                    tc_shape_str(a, sizeof a, ts[0].ndim, shape), tc_shape_str(b, sizeof b, res.ndim, res.shape));
+      s = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: Expected out tensor to have shape %s, but got %s", F,
+                   tc_shape_str(a, sizeof a, ts[0].ndim, shape), tc_shape_str(b, sizeof b, res.ndim, res.shape));
     else if (!tc_dtype_eq(res.dtype, ts[0].dtype))
-      st = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: out has dtype %s but the inputs are %s (tcuda does not convert "
-                    "dtypes)", func, tc_dtype_name(res.dtype), tc_dtype_name(ts[0].dtype));
+      s = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: out has dtype %s but the inputs are %s (tcuda does not convert "
+                   "dtypes)", F, tc_dtype_name(res.dtype), tc_dtype_name(ts[0].dtype));
   }
-  if (!st) st = tc_lazy_init(func);
-  if (!st) st = check_tensor_devices(func, "input device", ts, ntensors);
-  if (!st) st = check_tensor_devices(func, "out device", &res, 1);
-  if (!st) {
-    TC_ANNOTATE_BEGIN(func);
-    st = gather_into(func, ts, ntensors, wdim, &res);
+  if (!s) s = tc_lazy_init(F);
+  if (!s) s = check_tensor_devices(F, "input device", ts, ntensors);
+  if (!s) s = check_tensor_devices(F, "out device", &res, 1);
+  if (!s) {
+    TC_ANNOTATE_BEGIN(F);
+    s = gather_into(F, ts, ntensors, wdim, &res);
     TC_ANNOTATE_END();
   }
   free(ts);
-  return st;
+  return s;
 }

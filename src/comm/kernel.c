@@ -51,7 +51,7 @@ int tc_comm_peer_ok(int dev, int peer) {
   return v > 0;
 }
 
-tcuda_status tc_comm_launch_strided(const char *func, tcuda_stream_t s, char *dst, const char *src,
+tcuda_status tc_comm_launch_strided(const char *F, tcuda_stream_t strm, char *dst, const char *src,
                                     const tc_layout *l0, int64_t numel) {
   tc_layout l = *l0;
   int last = l.n - 1;
@@ -84,38 +84,38 @@ tcuda_status tc_comm_launch_strided(const char *func, tcuda_stream_t s, char *ds
     d.src_strides[k] = l.ss[k];
   }
   int saved;
-  tcuda_status st = tc_on_device_begin(func, s.device, &saved);
-  if (st) return st;
-  int e = tc_k_strided(s.handle, &d, tc_comm_blocks_for(s.device));
+  tcuda_status s = tc_on_device_begin(F, strm.device, &saved);
+  if (s) return s;
+  int e = tc_k_strided(strm.handle, &d, tc_comm_blocks_for(strm.device));
   tc_on_device_end(saved);
-  return e ? tc_cuda_error((cudaError_t)e, func, "tc_k_strided") : TCUDA_SUCCESS;
+  return e ? tc_cuda_error((cudaError_t)e, F, "tc_k_strided") : TCUDA_SUCCESS;
 }
 
-/* Several contiguous byte copies in one kernel launch on stream s: the
+/* Several contiguous byte copies in one kernel launch on stream strm: the
  * descriptor table goes up through pinned memory. */
-tcuda_status tc_comm_multicopy(const char *func, const tc_copy_item *items, size_t n, tcuda_stream_t s) {
+tcuda_status tc_comm_multicopy(const char *F, const tc_copy_item *items, size_t n, tcuda_stream_t strm) {
   if (!n) return TCUDA_SUCCESS;
   size_t tb = n * sizeof *items;
   uint64_t maxb = 0;
   for (size_t i = 0; i < n; i++)
     if (items[i].bytes > maxb) maxb = items[i].bytes;
   void *h = NULL, *d = NULL;
-  tcuda_status st = tcuda_host_alloc(&h, tb);
-  if (st) return st;
+  tcuda_status s = tcuda_host_alloc(&h, tb);
+  if (s) return s;
   memcpy(h, items, tb);
-  st = tc_comm_dev_alloc(func, &d, tb, s.device, s);
+  s = tc_comm_dev_alloc(F, &d, tb, strm.device, strm);
   int saved;
-  if (!st && !(st = tc_on_device_begin(func, s.device, &saved))) {
-    cudaError_t e = cudaMemcpyAsync(d, h, tb, cudaMemcpyHostToDevice, s.handle);
-    int ke = e ? 0 : tc_k_multicopy(s.handle, (const tc_copy_item *)d, n, maxb, tc_comm_blocks_for(s.device));
+  if (!s && !(s = tc_on_device_begin(F, strm.device, &saved))) {
+    cudaError_t e = cudaMemcpyAsync(d, h, tb, cudaMemcpyHostToDevice, strm.handle);
+    int ke = e ? 0 : tc_k_multicopy(strm.handle, (const tc_copy_item *)d, n, maxb, tc_comm_blocks_for(strm.device));
     tc_on_device_end(saved);
-    if (e) st = tc_cuda_error(e, func, "cudaMemcpyAsync");
-    else if (ke) st = tc_cuda_error((cudaError_t)ke, func, "tc_k_multicopy");
+    if (e) s = tc_cuda_error(e, F, "cudaMemcpyAsync");
+    else if (ke) s = tc_cuda_error((cudaError_t)ke, F, "tc_k_multicopy");
   }
-  if (!st) st = tcuda_host_record_stream(h, s);
+  if (!s) s = tcuda_host_record_stream(h, strm);
   (void)tcuda_host_free(h);
   tc_comm_dev_free(d);
-  return st;
+  return s;
 }
 
 static int add_kind(DLDataType dt, int64_t *mult) {
@@ -136,44 +136,44 @@ static int add_kind(DLDataType dt, int64_t *mult) {
   }
 }
 
-/* out = a + b, n elements of kind, on stream s (any of them may be on a
- * peer of s.device). */
-static tcuda_status add_on(const char *func, tcuda_stream_t s, int kind, void *out, const void *a, const void *b,
+/* out = a + b, n elements of kind, on stream strm (any of them may be on a
+ * peer of strm.device). */
+static tcuda_status add_on(const char *F, tcuda_stream_t strm, int kind, void *out, const void *a, const void *b,
                            size_t n) {
   int saved;
-  tcuda_status st = tc_on_device_begin(func, s.device, &saved);
-  if (st) return st;
-  int e = tc_k_add(s.handle, kind, out, a, b, n, tc_comm_blocks_for(s.device));
+  tcuda_status s = tc_on_device_begin(F, strm.device, &saved);
+  if (s) return s;
+  int e = tc_k_add(strm.handle, kind, out, a, b, n, tc_comm_blocks_for(strm.device));
   tc_on_device_end(saved);
-  return e ? tc_cuda_error((cudaError_t)e, func, "tc_k_add") : TCUDA_SUCCESS;
+  return e ? tc_cuda_error((cudaError_t)e, F, "tc_k_add") : TCUDA_SUCCESS;
 }
 
 /* Sum contiguous buffers ptrs[i] (on devs[i], count elements each) into
  * result on devs[root]. nccl_ok: PyTorch would use NCCL here. */
-tcuda_status tc_comm_reduce_flat(const char *func, int engine, size_t n, const int *devs, const void *const *ptrs,
+tcuda_status tc_comm_reduce_flat(const char *F, int engine, size_t n, const int *devs, const void *const *ptrs,
                                  size_t root, size_t count, DLDataType dt, void *result, int nccl_ok) {
   int dest = devs[root];
   tcuda_stream_t ds = tc_comm_cur(dest);
   int64_t mult;
   int kind = add_kind(dt, &mult);
-  if (kind < 0) return tc_error(TCUDA_ERROR_NOT_SUPPORTED, "%s: cannot sum dtype %s", func, tc_dtype_name(dt));
+  if (kind < 0) return tc_error(TCUDA_ERROR_NOT_SUPPORTED, "%s: cannot sum dtype %s", F, tc_dtype_name(dt));
   int ndt_mult, ndt = tc_nccl_dtype(dt, &ndt_mult);
   int all_peer = 1;
   for (size_t i = 0; i < n; i++)
     if (devs[i] != dest && !tc_comm_peer_ok(dest, devs[i])) all_peer = 0;
   int use_nccl = nccl_ok && ndt >= 0 && engine != TCUDA_COMM_ENGINE_COPY && tc_nccl_available() &&
                  (engine == TCUDA_COMM_ENGINE_NCCL || n != 2 || !all_peer);
-  tcuda_status st = TCUDA_SUCCESS;
+  tcuda_status s = TCUDA_SUCCESS;
   if (use_nccl) {
     tcuda_stream_t streams[TC_MAX_DEVICES];
     for (size_t i = 0; i < n; i++) streams[i] = tc_comm_cur(devs[i]);
-    return tc_nccl_reduce(func, (int)n, devs, ptrs, result, (int)root, count, dt, streams);
+    return tc_nccl_reduce(F, (int)n, devs, ptrs, result, (int)root, count, dt, streams);
   }
   /* PyTorch's copy path: result = root + other0, then += each other, in
    * the dtype, on the destination's current stream */
   size_t es = (size_t)tc_dtype_size(dt), aes = es / (size_t)mult, nadd = count * (size_t)mult;
   const void *acc = ptrs[root];
-  for (size_t i = 0; i < n && !st; i++) {
+  for (size_t i = 0; i < n && !s; i++) {
     if (i == root) continue;
     int od = devs[i];
     tcuda_stream_t os = tc_comm_cur(od);
@@ -182,20 +182,20 @@ tcuda_status tc_comm_reduce_flat(const char *func, int engine, size_t n, const i
     if (od != dest && !tc_comm_peer_ok(dest, od)) {
       /* no peer access: peer copy into a buffer on the destination, then
        * a local add */
-      st = tc_comm_dev_alloc(func, &tmp, count * es, dest, ds);
-      if (!st) st = tc_comm_wait(os, ds);
-      if (!st) st = tc_comm_copy_bytes(func, tmp, dest, b, od, nadd * aes, os);
-      if (!st) st = tc_comm_wait(ds, os);
-      if (!st) st = add_on(func, ds, kind, result, acc, tmp, nadd);
+      s = tc_comm_dev_alloc(F, &tmp, count * es, dest, ds);
+      if (!s) s = tc_comm_wait(os, ds);
+      if (!s) s = tc_comm_copy_bytes(F, tmp, dest, b, od, nadd * aes, os);
+      if (!s) s = tc_comm_wait(ds, os);
+      if (!s) s = add_on(F, ds, kind, result, acc, tmp, nadd);
     } else {
       /* one pass on the destination, reading the peer over NVLink */
-      if (od != dest) st = tc_comm_wait(ds, os);
-      if (!st) st = add_on(func, ds, kind, result, acc, b, nadd);
+      if (od != dest) s = tc_comm_wait(ds, os);
+      if (!s) s = add_on(F, ds, kind, result, acc, b, nadd);
       /* the other device may reuse its input only after the read */
-      if (!st && od != dest) st = tc_comm_wait(os, ds);
+      if (!s && od != dest) s = tc_comm_wait(os, ds);
     }
     tc_comm_dev_free(tmp);
     acc = result;
   }
-  return st;
+  return s;
 }

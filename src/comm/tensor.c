@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-tcuda_status tc_comm_dev_alloc(const char *func, void **p, size_t bytes, int dev, tcuda_stream_t s) {
-  (void)func;
+tcuda_status tc_comm_dev_alloc(const char *F, void **p, size_t bytes, int dev, tcuda_stream_t strm) {
+  (void)F;
   *p = NULL;
   if (!bytes) return TCUDA_SUCCESS;
-  return tcuda_malloc_on(p, bytes, dev, s);
+  return tcuda_malloc_on(p, bytes, dev, strm);
 }
 void tc_comm_dev_free(void *p) {
   if (p) (void)tcuda_free(p);
@@ -37,12 +37,12 @@ void tc_comm_buf_unref(tc_buf *b) {
   free(b);
 }
 /* Wrap a fresh allocation; on failure the memory is freed here. */
-tcuda_status tc_comm_buf_wrap(const char *func, void *ptr, int host, tc_buf **out) {
+tcuda_status tc_comm_buf_wrap(const char *F, void *ptr, int host, tc_buf **out) {
   *out = buf_new(ptr, host);
   if (*out) return TCUDA_SUCCESS;
   if (host) (void)tcuda_host_free(ptr);
   else tc_comm_dev_free(ptr);
-  return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
+  return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
 }
 
 typedef struct tc_mt {
@@ -78,9 +78,9 @@ static DLManagedTensor *mt_make(const tc_tensor *t, tc_buf *buf) {
   return &x->m;
 }
 
-tcuda_status tc_comm_out(const char *func, const tc_tensor *t, tc_buf *buf, DLManagedTensor **slot) {
+tcuda_status tc_comm_out(const char *F, const tc_tensor *t, tc_buf *buf, DLManagedTensor **slot) {
   *slot = mt_make(t, buf);
-  return *slot ? TCUDA_SUCCESS : tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
+  return *slot ? TCUDA_SUCCESS : tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
 }
 
 void tc_comm_release_all(DLManagedTensor **out, size_t n) {
