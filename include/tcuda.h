@@ -925,7 +925,7 @@ TCUDA_API tcuda_status tcuda_comm_reduce_add(const tcuda_dltensor_t *const *inpu
 /* reduce_add_coalesced(inputs, destination, buffer_size): inputs is
  * [ngpus][ntensors] row-major, one row per GPU (all of a row on one
  * device); out[ntensors] are the sums on destination, bucketed as
- * torch/_utils.py's _take_tensors. With one row, out views the inputs. */
+ * PyTorch's Python _take_tensors. With one row, out views the inputs. */
 TCUDA_API tcuda_status tcuda_comm_reduce_add_coalesced(const tcuda_dltensor_t *const *inputs, size_t ngpus,
                                                        size_t ntensors, int destination, size_t buffer_size,
                                                        struct DLManagedTensor **out);

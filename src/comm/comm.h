@@ -71,11 +71,12 @@ size_t tc_chunk_sizes(int64_t size, size_t n, int64_t *sizes);
 tcuda_status tc_check_split(const char *F, const int64_t *sizes, size_t n, int64_t size, int dim);
 
 /* Bucketing. keys[i] is the type key (tc_dtype_rank), bytes[i] the size.
- * TC_TAKE_CPP: torch/csrc/utils/tensor_flatten.cpp take_tensors,
+ * TC_TAKE_CPP: PyTorch's C++ take_tensors (broadcast_coalesced),
  * non-fine-grained (add, then emit the type's group once it is >= limit;
- * leftovers in key order). TC_TAKE_PY: torch/_utils.py _take_tensors (emit
- * the group before adding a tensor that would push it over the limit,
- * unless empty; leftovers in order of the key's first appearance).
+ * leftovers in key order). TC_TAKE_PY: PyTorch's Python _take_tensors
+ * (reduce_add_coalesced; emit the group before adding a tensor that would
+ * push it over the limit, unless empty; leftovers in order of the key's
+ * first appearance).
  * bucket_of[i] receives the bucket of tensor i; buckets are numbered in
  * the order they are emitted and keep input order inside. Returns the
  * bucket count, or (size_t)-1 when out of memory. */
