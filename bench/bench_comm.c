@@ -3,15 +3,20 @@
  * the torch.cuda.comm numbers under the same metric names. 256 MiB float32
  * unless named otherwise; GB/s = the metric's bytes / wall time to
  * completion on both devices (median of 10 after 3 warm-ups). Each tcuda
- * metric is also printed for TCUDA_COMM_ENGINE=nccl (suffix _nccl_engine).
+ * metric is also printed for the NCCL engine (tcuda_comm_set_engine,
+ * suffix _nccl_engine).
  * Prints RESULT lines (format: bench/run-gpu).
  *
  * Then (unless BENCH_COMM_SWEEP=0) a sweep of the peer-copy and reduce_add
- * engines (TCUDA_COMM_P2P, _REDUCE and the launch-shape knobs, comm.c):
- * broadcast and reduce_add of 256 MiB float32 under each, verified on odd
- * and misaligned small tensors and on the whole 256 MiB result, one line
- * each: SWEEP op=<op> variant=<name> gbs=<GB/s> ok=<0|1> env="<settings>". */
+ * engines the library chose its one path from (comm_sweep.h: the settings
+ * P2P, REDUCE and the launch shape): broadcast and reduce_add of 256 MiB
+ * float32 under each, verified on odd and misaligned small buffers and on
+ * the whole 256 MiB result, one line each:
+ *   SWEEP op=<op> variant=<name> gbs=<GB/s> ok=<0|1> settings="<settings>"
+ * The variant "default" is the library itself (tcuda_comm_broadcast,
+ * tcuda_comm_reduce_add); the others copy into preallocated buffers. */
 #include "comm/comm.h"
+#include "comm_sweep.h"
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,44 +150,64 @@ static void ref_d2h(void *c) { ctx_t *x = c; cudaMemcpyAsync(g_pinned, x->pa, BI
 /* ---------------------------------------------------------------------
  * sweep
  * --------------------------------------------------------------------- */
-static const char *const KNOBS[] = {"TCUDA_COMM_ENGINE", "TCUDA_COMM_P2P",     "TCUDA_COMM_REDUCE",
-                                    "TCUDA_COMM_BLOCKS_PER_SM", "TCUDA_COMM_THREADS", "TCUDA_COMM_UNROLL",
-                                    "TCUDA_COMM_SPLIT", "TCUDA_COMM_CHUNKS"};
-/* env: "K=V K=V" with short keys (the part after TCUDA_COMM_) */
-static void apply_env(const char *env) {
-  char buf[256], *save = NULL;
-  for (size_t i = 0; i < sizeof KNOBS / sizeof *KNOBS; i++) unsetenv(KNOBS[i]);
-  snprintf(buf, sizeof buf, "%s", env);
-  for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
-    char *eq = strchr(t, '='), key[64];
-    if (!eq) continue;
-    *eq = 0;
-    snprintf(key, sizeof key, "TCUDA_COMM_%s", t);
-    setenv(key, eq + 1, 1);
-  }
-}
+typedef struct {
+  ctx_t big;          /* a: patterned f32 on 0, b: on 1 */
+  float *ha, *hb, *hsum;
+  char *sa, *sb, *so; /* small scratch: 0, 1, 1 */
+  float *sr;          /* small sum results: 0 */
+  void *bdst, *rdst;  /* 256 MiB variant results: 1 (broadcast), 0 (reduce_add) */
+} sweep_t;
 
+static int g_lib; /* 1: the library's path (the public API); 0: g_opts */
+static sw_opts g_opts;
 static tcuda_status g_err;
 static char g_errmsg[256];
-static void note(tcuda_status s) {
+static void note(tcuda_status s, const char *msg) {
   if (s && !g_err) {
     g_err = s;
-    snprintf(g_errmsg, sizeof g_errmsg, "%s", tcuda_last_error());
+    snprintf(g_errmsg, sizeof g_errmsg, "%s", msg);
   }
 }
+static void note_lib(tcuda_status s) { note(s, s ? tcuda_last_error() : ""); }
+static void note_sw(tcuda_status s) { note(s, s ? sw_error() : ""); }
+
+static tcuda_stream_t cur(int dev) {
+  tcuda_stream_t s;
+  memset(&s, 0, sizeof s);
+  note_lib(tcuda_current_stream(dev, &s));
+  return s;
+}
+/* A variant copy from device 0 to 1 placed as the library places a copy
+ * between GPUs: on the source's current stream, fenced both ways against
+ * the destination's. */
+static void variant_copy(void *dst, const void *src, size_t bytes) {
+  tcuda_stream_t ss = cur(0), ds = cur(1);
+  note_lib(tcuda_stream_wait_stream(ss, ds));
+  if (!g_err) note_sw(sw_p2p_copy(&g_opts, dst, 1, src, 0, bytes, ss));
+  note_lib(tcuda_stream_wait_stream(ds, ss));
+}
+
 static void sw_broadcast(void *c) {
-  ctx_t *x = c;
-  DLManagedTensor *o[2] = {0};
+  sweep_t *w = c;
   if (g_err) return;
-  note(tcuda_comm_broadcast((const tcuda_dltensor_t *)&x->a.t, (int[]){0, 1}, 2, o));
+  if (!g_lib) {
+    variant_copy(w->bdst, w->big.a.t.data, BIG);
+    return;
+  }
+  DLManagedTensor *o[2] = {0};
+  note_lib(tcuda_comm_broadcast((const tcuda_dltensor_t *)&w->big.a.t, (int[]){0, 1}, 2, o));
   drop(o[0]); drop(o[1]);
 }
 static void sw_reduce(void *c) {
-  ctx_t *x = c;
-  const DLTensor *in[2] = {&x->a.t, &x->b.t};
-  DLManagedTensor *o = NULL;
+  sweep_t *w = c;
   if (g_err) return;
-  note(tcuda_comm_reduce_add((const tcuda_dltensor_t *const *)in, 2, 0, &o));
+  if (!g_lib) {
+    note_sw(sw_reduce_f32(&g_opts, w->rdst, w->big.a.t.data, 0, w->big.b.t.data, 1, BIG / 4));
+    return;
+  }
+  const DLTensor *in[2] = {&w->big.a.t, &w->big.b.t};
+  DLManagedTensor *o = NULL;
+  note_lib(tcuda_comm_reduce_add((const tcuda_dltensor_t *const *)in, 2, 0, &o));
   drop(o);
 }
 
@@ -194,43 +219,39 @@ static int same_bytes(const void *p, const void *want, size_t n) {
   return memcmp(g_check, want, n) == 0;
 }
 
-typedef struct {
-  ctx_t big;       /* a: patterned f32 on 0, b: on 1 */
-  float *ha, *hb, *hsum;
-  char *sa, *sb, *so; /* small scratch: 0, 1, 1 */
-} sweep_t;
-
 static void fill(float *h, size_t n, int m, int k) {
   for (size_t i = 0; i < n; i++) h[i] = (float)((i % (size_t)m) * (size_t)k);
 }
 
 /* broadcast of n elements of dtype d from sa+off0 (device 0); 'out' case:
- * broadcast_out into so+off1 on device 1 (same misalignment: the head path) */
+ * into so+off1 on device 1 (same misalignment: the head path) */
 static int check_bcast_small(sweep_t *w, DLDataType d, int64_t n, size_t off0, int use_out, size_t off1) {
   size_t es = d.bits / 8, bytes = (size_t)n * es;
   ten t, o;
   mk(&t, w->sa + off0, 0, n);
   t.t.dtype = d;
   if (cudaMemcpy(w->sa + off0, (char *)w->ha + 3, bytes, cudaMemcpyHostToDevice) != cudaSuccess) return 0;
-  sync2();
+  if (use_out || !g_lib) cudaMemset(w->so, 0, bytes + off1 + 64);
+  sync2(); /* the library's pool streams do not wait for the legacy stream */
   DLManagedTensor *outs[2] = {0};
   const void *res;
-  if (use_out) {
+  if (!g_lib) {
+    res = w->so + (use_out ? off1 : 0);
+    variant_copy((void *)res, w->sa + off0, bytes);
+  } else if (use_out) {
     mk(&o, w->so + off1, 1, n);
     o.t.dtype = d;
-    cudaMemset(w->so, 0, bytes + off1 + 64);
-    sync2(); /* the library's pool streams do not wait for the legacy stream */
     const DLTensor *ol[1] = {&o.t};
-    note(tcuda_comm_broadcast_out((const tcuda_dltensor_t *)&t.t, (const tcuda_dltensor_t *const *)ol, 1));
+    note_lib(tcuda_comm_broadcast_out((const tcuda_dltensor_t *)&t.t, (const tcuda_dltensor_t *const *)ol, 1));
     res = w->so + off1;
   } else {
-    note(tcuda_comm_broadcast((const tcuda_dltensor_t *)&t.t, (int[]){0, 1}, 2, outs));
+    note_lib(tcuda_comm_broadcast((const tcuda_dltensor_t *)&t.t, (int[]){0, 1}, 2, outs));
     res = outs[1] ? outs[1]->dl_tensor.data : NULL;
   }
   int ok = !g_err && res && same_bytes(res, (char *)w->ha + 3, bytes);
-  if (ok && use_out) { /* nothing written past the end */
+  if (ok && (use_out || !g_lib)) { /* nothing written past the end */
     char z[64] = {0};
-    ok = same_bytes(w->so + off1 + bytes, z, sizeof z);
+    ok = same_bytes((const char *)res + bytes, z, sizeof z);
   }
   drop(outs[0]);
   drop(outs[1]);
@@ -246,11 +267,19 @@ static int check_reduce_small(sweep_t *w, int64_t n, size_t off) {
   if (cudaMemcpy(w->sa + off, w->ha + 5, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
       cudaMemcpy(w->sb, w->hb + 5, bytes, cudaMemcpyHostToDevice) != cudaSuccess)
     return 0;
+  cudaMemset(w->sr, 0, bytes);
   sync2();
-  const DLTensor *in[2] = {&a.t, &b.t};
+  const void *res;
   DLManagedTensor *o = NULL;
-  note(tcuda_comm_reduce_add((const tcuda_dltensor_t *const *)in, 2, 0, &o));
-  int ok = !g_err && o && same_bytes(o->dl_tensor.data, w->hsum + 5, bytes);
+  if (!g_lib) {
+    note_sw(sw_reduce_f32(&g_opts, w->sr, (const float *)(w->sa + off), 0, (const float *)w->sb, 1, (size_t)n));
+    res = w->sr;
+  } else {
+    const DLTensor *in[2] = {&a.t, &b.t};
+    note_lib(tcuda_comm_reduce_add((const tcuda_dltensor_t *const *)in, 2, 0, &o));
+    res = o ? o->dl_tensor.data : NULL;
+  }
+  int ok = !g_err && res && same_bytes(res, w->hsum + 5, bytes);
   drop(o);
   return ok;
 }
@@ -261,8 +290,14 @@ static int verify_broadcast(sweep_t *w) {
   ok = ok && check_bcast_small(w, U8, 1000003, 1, 0, 0);  /* misaligned source: byte path */
   ok = ok && check_bcast_small(w, F, 262147, 4, 1, 4);    /* equally misaligned ends: head path */
   ok = ok && check_bcast_small(w, U8, 777, 3, 0, 0);      /* tiny */
+  if (!g_lib) {
+    cudaMemset(w->bdst, 0, BIG);
+    sync2();
+    variant_copy(w->bdst, w->big.a.t.data, BIG);
+    return ok && !g_err && same_bytes(w->bdst, w->ha, BIG);
+  }
   DLManagedTensor *o[2] = {0};
-  note(tcuda_comm_broadcast((const tcuda_dltensor_t *)&w->big.a.t, (int[]){0, 1}, 2, o));
+  note_lib(tcuda_comm_broadcast((const tcuda_dltensor_t *)&w->big.a.t, (int[]){0, 1}, 2, o));
   ok = ok && !g_err && o[1] && same_bytes(o[1]->dl_tensor.data, w->ha, BIG);
   drop(o[0]);
   drop(o[1]);
@@ -273,29 +308,31 @@ static int verify_reduce(sweep_t *w) {
   int ok = check_reduce_small(w, 262147, 0);  /* odd length */
   ok = ok && check_reduce_small(w, 262147, 4); /* misaligned input: scalar path */
   ok = ok && check_reduce_small(w, 1001, 0);   /* tiny */
+  if (!g_lib) {
+    cudaMemset(w->rdst, 0, BIG);
+    sync2();
+    note_sw(sw_reduce_f32(&g_opts, w->rdst, w->big.a.t.data, 0, w->big.b.t.data, 1, BIG / 4));
+    return ok && !g_err && same_bytes(w->rdst, w->hsum, BIG);
+  }
   const DLTensor *in[2] = {&w->big.a.t, &w->big.b.t};
   DLManagedTensor *o = NULL;
-  note(tcuda_comm_reduce_add((const tcuda_dltensor_t *const *)in, 2, 0, &o));
+  note_lib(tcuda_comm_reduce_add((const tcuda_dltensor_t *const *)in, 2, 0, &o));
   ok = ok && !g_err && o && same_bytes(o->dl_tensor.data, w->hsum, BIG);
   drop(o);
   return ok;
 }
 
-static void sweep_one(sweep_t *w, const char *op, const char *name, const char *env) {
+/* settings "": the library; otherwise a variant (comm_sweep.h) */
+static void sweep_one(sweep_t *w, const char *op, const char *name, const char *settings) {
   int bc = !strcmp(op, "broadcast");
-  apply_env(env);
   g_err = 0;
   g_errmsg[0] = 0;
-  double t = timeit_n(bc ? sw_broadcast : sw_reduce, &w->big, 20);
+  g_lib = !*settings;
+  if (!g_lib && sw_parse(settings, &g_opts)) note(TCUDA_ERROR_INVALID_ARGUMENT, sw_error());
+  double t = timeit_n(bc ? sw_broadcast : sw_reduce, w, 20);
   int ok = !g_err && (bc ? verify_broadcast(w) : verify_reduce(w));
-  char full[384] = "", buf[256], *save = NULL;
-  snprintf(buf, sizeof buf, "%s", env);
-  for (char *tok = strtok_r(buf, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
-    size_t l = strlen(full);
-    snprintf(full + l, sizeof full - l, "%sTCUDA_COMM_%s", l ? " " : "", tok);
-  }
-  printf("SWEEP op=%s variant=%s gbs=%.1f ok=%d env=\"%s\"%s%s%s\n", op, name, g_err ? 0.0 : BIG / 1e9 / t, ok, full,
-         g_err ? " error=\"" : "", g_err ? g_errmsg : "", g_err ? "\"" : "");
+  printf("SWEEP op=%s variant=%s gbs=%.1f ok=%d settings=\"%s\"%s%s%s\n", op, name, g_err ? 0.0 : BIG / 1e9 / t, ok,
+         settings, g_err ? " error=\"" : "", g_err ? g_errmsg : "", g_err ? "\"" : "");
   fflush(stdout);
   cudaGetLastError();
 }
@@ -323,52 +360,55 @@ static void sweep(void) {
   w->sa = dmalloc(0, sm);
   w->sb = dmalloc(1, sm);
   w->so = dmalloc(1, sm);
+  w->sr = dmalloc(0, sm);
+  w->bdst = dmalloc(1, BIG);
+  w->rdst = dmalloc(0, BIG);
 
-  char name[64], env[192];
+  char name[64], set[192];
   /* broadcast: push kernel shapes, pull, push+pull, copy engines, CE+kernel */
   static const int shapes[][2] = {{1, 256}, {2, 256}, {4, 256}, {8, 256}, {1, 512}, {2, 512}, {4, 512}, {1, 1024}, {2, 1024}};
   sweep_one(w, "broadcast", "default", "");
   for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
     snprintf(name, sizeof name, "push.b%d.t%d.u4", shapes[i][0], shapes[i][1]);
-    snprintf(env, sizeof env, "P2P=kernel BLOCKS_PER_SM=%d THREADS=%d UNROLL=4", shapes[i][0], shapes[i][1]);
-    sweep_one(w, "broadcast", name, env);
+    snprintf(set, sizeof set, "P2P=kernel BLOCKS_PER_SM=%d THREADS=%d UNROLL=4", shapes[i][0], shapes[i][1]);
+    sweep_one(w, "broadcast", name, set);
   }
   static const int unr[][3] = {{4, 512, 1}, {4, 512, 2}, {4, 512, 8}, {4, 512, 12}, {2, 512, 8}, {2, 512, 12},
                                {1, 512, 8}, {1, 512, 12}, {8, 256, 8}};
   for (size_t i = 0; i < sizeof unr / sizeof *unr; i++) {
     snprintf(name, sizeof name, "push.b%d.t%d.u%d", unr[i][0], unr[i][1], unr[i][2]);
-    snprintf(env, sizeof env, "P2P=kernel BLOCKS_PER_SM=%d THREADS=%d UNROLL=%d", unr[i][0], unr[i][1], unr[i][2]);
-    sweep_one(w, "broadcast", name, env);
+    snprintf(set, sizeof set, "P2P=kernel BLOCKS_PER_SM=%d THREADS=%d UNROLL=%d", unr[i][0], unr[i][1], unr[i][2]);
+    sweep_one(w, "broadcast", name, set);
   }
   static const int pulls[][3] = {{1, 512, 4}, {2, 512, 4}, {4, 512, 4}, {1, 512, 8}, {2, 512, 8},
                                  {4, 512, 8}, {1, 512, 12}, {2, 1024, 4}, {4, 256, 8}};
   for (size_t i = 0; i < sizeof pulls / sizeof *pulls; i++) {
     snprintf(name, sizeof name, "pull.b%d.t%d.u%d", pulls[i][0], pulls[i][1], pulls[i][2]);
-    snprintf(env, sizeof env, "P2P=pull BLOCKS_PER_SM=%d THREADS=%d UNROLL=%d", pulls[i][0], pulls[i][1], pulls[i][2]);
-    sweep_one(w, "broadcast", name, env);
+    snprintf(set, sizeof set, "P2P=pull BLOCKS_PER_SM=%d THREADS=%d UNROLL=%d", pulls[i][0], pulls[i][1], pulls[i][2]);
+    sweep_one(w, "broadcast", name, set);
   }
   static const int splits[] = {50, 30, 70};
   for (size_t i = 0; i < 3; i++) {
     snprintf(name, sizeof name, "pushpull.s%d", splits[i]);
-    snprintf(env, sizeof env, "P2P=pushpull SPLIT=%d", splits[i]);
-    sweep_one(w, "broadcast", name, env);
+    snprintf(set, sizeof set, "P2P=pushpull SPLIT=%d", splits[i]);
+    sweep_one(w, "broadcast", name, set);
     snprintf(name, sizeof name, "pushpull.s%d.b2.u8", splits[i]);
-    snprintf(env, sizeof env, "P2P=pushpull SPLIT=%d BLOCKS_PER_SM=2 UNROLL=8", splits[i]);
-    sweep_one(w, "broadcast", name, env);
+    snprintf(set, sizeof set, "P2P=pushpull SPLIT=%d BLOCKS_PER_SM=2 UNROLL=8", splits[i]);
+    sweep_one(w, "broadcast", name, set);
   }
   static const char *const ces[] = {"ce", "ce2", "ce4", "cex2", "cex4"};
   for (size_t i = 0; i < 5; i++) {
-    snprintf(env, sizeof env, "P2P=%s", ces[i]);
-    sweep_one(w, "broadcast", ces[i], env);
+    snprintf(set, sizeof set, "P2P=%s", ces[i]);
+    sweep_one(w, "broadcast", ces[i], set);
   }
   static const int cesplits[] = {50, 30, 70, 85};
   for (size_t i = 0; i < 4; i++) {
     snprintf(name, sizeof name, "cekernel.s%d", cesplits[i]);
-    snprintf(env, sizeof env, "P2P=cekernel SPLIT=%d", cesplits[i]);
-    sweep_one(w, "broadcast", name, env);
+    snprintf(set, sizeof set, "P2P=cekernel SPLIT=%d", cesplits[i]);
+    sweep_one(w, "broadcast", name, set);
     snprintf(name, sizeof name, "cepull.s%d", cesplits[i]);
-    snprintf(env, sizeof env, "P2P=cepull SPLIT=%d", cesplits[i]);
-    sweep_one(w, "broadcast", name, env);
+    snprintf(set, sizeof set, "P2P=cepull SPLIT=%d", cesplits[i]);
+    sweep_one(w, "broadcast", name, set);
   }
   sweep_one(w, "broadcast", "default.again", "");
 
@@ -378,28 +418,28 @@ static void sweep(void) {
   sweep_one(w, "reduce_add", "default", "");
   for (size_t i = 0; i < sizeof fused / sizeof *fused; i++) {
     snprintf(name, sizeof name, "fused.b%d.t%d.u%d", fused[i][0], fused[i][1], fused[i][2]);
-    snprintf(env, sizeof env, "REDUCE=fused BLOCKS_PER_SM=%d THREADS=%d UNROLL=%d", fused[i][0], fused[i][1], fused[i][2]);
-    sweep_one(w, "reduce_add", name, env);
+    snprintf(set, sizeof set, "REDUCE=fused BLOCKS_PER_SM=%d THREADS=%d UNROLL=%d", fused[i][0], fused[i][1], fused[i][2]);
+    sweep_one(w, "reduce_add", name, set);
   }
   static const int push[][3] = {{4, 512, 1}, {4, 512, 4}, {2, 512, 4}, {2, 512, 8}, {1, 512, 8}, {1, 1024, 4}};
   for (size_t i = 0; i < sizeof push / sizeof *push; i++) {
     snprintf(name, sizeof name, "push.b%d.t%d.u%d", push[i][0], push[i][1], push[i][2]);
-    snprintf(env, sizeof env, "REDUCE=push BLOCKS_PER_SM=%d THREADS=%d UNROLL=%d", push[i][0], push[i][1], push[i][2]);
-    sweep_one(w, "reduce_add", name, env);
+    snprintf(set, sizeof set, "REDUCE=push BLOCKS_PER_SM=%d THREADS=%d UNROLL=%d", push[i][0], push[i][1], push[i][2]);
+    sweep_one(w, "reduce_add", name, set);
   }
   for (size_t i = 0; i < 3; i++) {
     snprintf(name, sizeof name, "mix.s%d.u4", splits[i]);
-    snprintf(env, sizeof env, "REDUCE=mix SPLIT=%d UNROLL=4", splits[i]);
-    sweep_one(w, "reduce_add", name, env);
+    snprintf(set, sizeof set, "REDUCE=mix SPLIT=%d UNROLL=4", splits[i]);
+    sweep_one(w, "reduce_add", name, set);
     snprintf(name, sizeof name, "mix.s%d.b2.u8", splits[i]);
-    snprintf(env, sizeof env, "REDUCE=mix SPLIT=%d BLOCKS_PER_SM=2 UNROLL=8", splits[i]);
-    sweep_one(w, "reduce_add", name, env);
+    snprintf(set, sizeof set, "REDUCE=mix SPLIT=%d BLOCKS_PER_SM=2 UNROLL=8", splits[i]);
+    sweep_one(w, "reduce_add", name, set);
   }
   static const char *const copies[] = {"kernel", "ce", "cex2", "pull"};
   for (size_t i = 0; i < 4; i++) {
     snprintf(name, sizeof name, "copy.%s", copies[i]);
-    snprintf(env, sizeof env, "REDUCE=copy P2P=%s", copies[i]);
-    sweep_one(w, "reduce_add", name, env);
+    snprintf(set, sizeof set, "REDUCE=copy P2P=%s", copies[i]);
+    sweep_one(w, "reduce_add", name, set);
   }
   static const struct { const char *p2p; int chunks; const char *extra; } pipes[] = {
       {"kernel", 8, " BLOCKS_PER_SM=2 UNROLL=8"}, {"ce", 8, ""}, {"ce", 16, ""}, {"ce", 32, ""}, {"ce", 64, ""},
@@ -407,16 +447,18 @@ static void sweep(void) {
   for (size_t i = 0; i < sizeof pipes / sizeof *pipes; i++) {
     snprintf(name, sizeof name, "pipe.%s.c%d%s", pipes[i].p2p, pipes[i].chunks, *pipes[i].extra ? ".b2.u8" : "");
     if (!strcmp(pipes[i].p2p, "pull")) snprintf(name, sizeof name, "pipe.pull.c%d.u8", pipes[i].chunks);
-    snprintf(env, sizeof env, "REDUCE=pipe P2P=%s CHUNKS=%d%s", pipes[i].p2p, pipes[i].chunks, pipes[i].extra);
-    sweep_one(w, "reduce_add", name, env);
+    snprintf(set, sizeof set, "REDUCE=pipe P2P=%s CHUNKS=%d%s", pipes[i].p2p, pipes[i].chunks, pipes[i].extra);
+    sweep_one(w, "reduce_add", name, set);
   }
   sweep_one(w, "reduce_add", "default.again", "");
-  apply_env("");
   cudaFree(pa);
   cudaFree(pb);
   cudaFree(w->sa);
   cudaFree(w->sb);
   cudaFree(w->so);
+  cudaFree(w->sr);
+  cudaFree(w->bdst);
+  cudaFree(w->rdst);
   cudaFreeHost(g_check);
   free(w->ha);
   free(w->hb);
@@ -430,6 +472,7 @@ static void result(const char *metric, double tc_gbs, const char *ref_name, doub
 }
 
 int main(void) {
+  tcuda_status s;
   if (tcuda_device_count() < 2) {
     fprintf(stderr, "bench_comm: needs 2 GPUs, found %d; nothing measured\n", tcuda_device_count());
     return 0;
@@ -460,7 +503,7 @@ int main(void) {
   double peer = big / timeit(ref_peer_full, x), peer_half = big / timeit(ref_peer_half, x);
   double peer_many = many / timeit(ref_peer_many, x), d2h = big / timeit(ref_d2h, x);
   for (int eng = 0; eng < 2; eng++) {
-    if (eng) setenv("TCUDA_COMM_ENGINE", "nccl", 1);
+    if (eng && (s = tcuda_comm_set_engine(TCUDA_COMM_ENGINE_NCCL))) die("set_engine", s);
     const char *sfx = eng ? "_nccl_engine" : "";
     char m[96];
     snprintf(m, sizeof m, "broadcast_256MiB%s", sfx);
@@ -476,11 +519,7 @@ int main(void) {
     snprintf(m, sizeof m, "gather_to_host_256MiB%s", sfx);
     result(m, big / timeit(op_gather_host, x), "cudaMemcpyAsync_D2H_pinned", d2h, eng ? "info" : ">=21GB/s(20x_torch_1.05)");
   }
-  unsetenv("TCUDA_COMM_ENGINE");
-  setenv("TCUDA_COMM_P2P", "ce", 1);
-  result("broadcast_256MiB_copy_engines", big / timeit(op_broadcast, x), "cudaMemcpyPeerAsync", peer, "info");
-  result("scatter_256MiB_total_copy_engines", big / timeit(op_scatter, x), "cudaMemcpyPeerAsync_half", peer_half, "info");
-  unsetenv("TCUDA_COMM_P2P");
+  if ((s = tcuda_comm_set_engine(TCUDA_COMM_ENGINE_AUTO))) die("set_engine", s);
   const char *sw = getenv("BENCH_COMM_SWEEP");
   if (!sw || strcmp(sw, "0")) sweep();
   return 0;

@@ -3,21 +3,12 @@
  * bits, torch's launch), and a device-to-device copy of the float32 buffer
  * (read + write bytes) as the memory roofline. torch's own numbers come from
  * bench/rng_torch.py with the same metric names. Prints RESULT lines
- * (format: bench/run-gpu); SKIPPED without a GPU.
- *
- * Then (unless BENCH_RNG_SWEEP=0) every schedule of 64-bit draws
- * (TC_RNG_I64_*, issue #6) on the 64-bit fills, one line each:
- *   SWEEP op=<op> variant=<n> name=<schedule> gbs=<GB/s> identical=<0|1>
- * identical: the whole output equals the original schedule's on the same
- * seed and offset, and so does an odd-sized fill at a buffer 8 bytes off
- * 16-byte alignment. The main table runs the default (or
- * TCUDA_RNG_I64_VARIANT's) schedule. */
+ * (format: bench/run-gpu); SKIPPED without a GPU. */
 #include "tcuda.h"
 #include "rng/rng.h"
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #define REPS 20
 
@@ -52,73 +43,6 @@ static tcuda_status run_copy(void *p) {
   job *j = p;
   return cudaMemcpyAsync(j->buf, j->src, j->n * 4, cudaMemcpyDeviceToDevice, 0) == cudaSuccess
              ? TCUDA_SUCCESS : TCUDA_ERROR_CUDA;
-}
-
-/* One fill at (seed 7, offset 0) under a schedule, copied to host. */
-static void fill_copy(int variant, void *dbuf, size_t n, tcuda_dtype dt, const tc_rand_req *req, void *host) {
-  tc_rng_set_i64_variant(variant);
-  if (tcuda_manual_seed(7) || tc_rand_fill("bench_rng", NULL, dbuf, n, dt, req, NULL, 0) ||
-      cudaMemcpy(host, dbuf, n * tcuda_dtype_size(dt), cudaMemcpyDeviceToHost) != cudaSuccess) {
-    fprintf(stderr, "bench_rng: sweep fill (variant %d): %s\n", variant, tcuda_last_error());
-    exit(1);
-  }
-}
-
-/* Pinned when possible: the compares copy 2 GiB per schedule. */
-static void *host_alloc(size_t bytes, int *pinned) {
-  void *p = NULL;
-  *pinned = cudaMallocHost(&p, bytes) == cudaSuccess;
-  if (!*pinned) {
-    (void)cudaGetLastError();
-    p = malloc(bytes);
-  }
-  if (!p) { fprintf(stderr, "bench_rng: cannot allocate %zu host bytes\n", bytes); exit(1); }
-  return p;
-}
-static void host_free(void *p, int pinned) {
-  if (pinned) cudaFreeHost(p);
-  else free(p);
-}
-
-static void sweep(void *buf, size_t n) {
-  static const char *names[TC_RNG_I64_VARIANTS] = {"original", "special", "loop", "loop_v1", "loop_v4",
-                                                   "loop_cs"};
-  static const struct { const char *op; tcuda_dtype dt; tc_rand_req req; } ops[] = {
-    {"random_int64", TCUDA_INT64, {.kind = TC_RAND_RANDOM}},
-    {"randint_int64_2p40", TCUDA_INT64, {.kind = TC_RAND_RANDINT, .lo = 0, .hi = 1ll << 40}},
-    {"randint_int64_1e12", TCUDA_INT64, {.kind = TC_RAND_RANDINT, .lo = -5, .hi = 1000000000000ll}},
-    {"random_f64", TCUDA_FLOAT64, {.kind = TC_RAND_RANDOM}},
-  };
-  if (n < 2) return;
-  const size_t small = n > (1u << 20) + 4 ? (1u << 20) + 3 : n - 1; /* odd: every tail path */
-  int pr, pg;
-  char *ref = host_alloc(n * 8, &pr), *got = host_alloc(n * 8, &pg);
-  char *sref = malloc(small * 8), *sgot = malloc(small * 8);
-  char *mis = (char *)buf + 8; /* 16-byte aligned buffer + 8: the 8-byte-store path */
-  if (!sref || !sgot) { fprintf(stderr, "bench_rng: out of host memory\n"); exit(1); }
-  int saved;
-  if (tc_rng_i64_variant("bench_rng", &saved)) { fprintf(stderr, "bench_rng: %s\n", tcuda_last_error()); exit(1); }
-  for (size_t o = 0; o < sizeof ops / sizeof *ops; o++) {
-    size_t bytes = n * tcuda_dtype_size(ops[o].dt);
-    fill_copy(TC_RNG_I64_ORIGINAL, mis, small, ops[o].dt, &ops[o].req, sref);
-    fill_copy(TC_RNG_I64_ORIGINAL, buf, n, ops[o].dt, &ops[o].req, ref);
-    for (int v = 0; v < TC_RNG_I64_VARIANTS; v++) {
-      tc_rng_set_i64_variant(v);
-      job j = {buf, n, ops[o].dt, ops[o].req, 0, NULL};
-      double gbs = bytes / (time_ms(run_fill, &j) * 1e6);
-      fill_copy(v, buf, n, ops[o].dt, &ops[o].req, got);
-      int same = !memcmp(ref, got, bytes);
-      fill_copy(v, mis, small, ops[o].dt, &ops[o].req, sgot);
-      same = same && !memcmp(sref, sgot, small * tcuda_dtype_size(ops[o].dt));
-      printf("SWEEP op=%s variant=%d name=%s gbs=%.0f identical=%d\n", ops[o].op, v, names[v], gbs, same);
-      fflush(stdout);
-    }
-  }
-  tc_rng_set_i64_variant(saved);
-  host_free(ref, pr);
-  host_free(got, pg);
-  free(sref);
-  free(sgot);
 }
 
 int main(void) {
@@ -172,8 +96,6 @@ int main(void) {
     }
     fflush(stdout);
   }
-  const char *sw = getenv("BENCH_RNG_SWEEP");
-  if (!sw || strcmp(sw, "0")) sweep(buf, n);
   cudaFree(buf);
   cudaFree(src);
   return 0;

@@ -858,19 +858,9 @@ TCUDA_API tcuda_status tcuda_graph_capture_fn(tcuda_graph_fn fn, void *user_data
  * bulk copy by a copy engine, reduce_add's sum by one kernel on the
  * destination reading the peer over NVLink, many small tensors by one push
  * kernel. Other cases use peer copies and tcuda's sum kernel.
- * TCUDA_COMM_ENGINE=nccl (always NCCL where PyTorch would) or copy (never
- * NCCL) overrides. Tuning knobs, each checked (a bad value is an error
- * naming it): TCUDA_COMM_P2P=kernel|pull|pushpull|ce|ce2|ce4|cex2|cex4|
- * cekernel|cepull (how a bulk peer copy moves: SM push/pull kernels, copy
- * engines on 1-4 streams of the source or of both ends, or a split between
- * two of them; naming a ce value also sends every other peer copy to the
- * copy engines), TCUDA_COMM_REDUCE=auto|fused|push|mix|copy|pipe,
- * TCUDA_COMM_SPLIT (1-99, percent on the first engine of a split),
- * TCUDA_COMM_CHUNKS (2-64, for pipe), TCUDA_COMM_BLOCKS_PER_SM (1-32),
- * TCUDA_COMM_THREADS (64-1024, a power of two) and TCUDA_COMM_UNROLL
- * (1, 2, 4, 8 or 12). NCCL communicators
- * are cached per ordered device list (ncclCommInitAll) and never destroyed,
- * as in PyTorch, whose destroy-at-exit crashed.
+ * tcuda_comm_set_engine overrides the choice. NCCL communicators are
+ * cached per ordered device list (ncclCommInitAll) and never destroyed, as
+ * in PyTorch, whose destroy-at-exit crashed.
  *
  * Differences from PyTorch: complex tensors keep their dtype (PyTorch
  * returns the view_as_real form; the bytes are the same); dtypes are never
@@ -890,6 +880,23 @@ typedef struct tcuda_dltensor_opaque tcuda_dltensor_t;
 /* gather's destination for host memory (PyTorch's destination=-1/"cpu";
  * here -1 keeps tcuda's meaning, the current device). */
 #define TCUDA_COMM_HOST (-2)
+
+/* The engine of the collectives below (broadcast to gather_out; the
+ * *_rank calls are always NCCL). AUTO: the choice described above (the
+ * default); NCCL: NCCL wherever PyTorch would use it, two peer GPUs
+ * included; COPY: never NCCL, peer copies and tcuda's sum kernel only.
+ * NCCL falls back to the copy paths where libnccl.so.2 does not load. */
+typedef enum tcuda_comm_engine {
+  TCUDA_COMM_ENGINE_AUTO = 0,
+  TCUDA_COMM_ENGINE_NCCL = 1,
+  TCUDA_COMM_ENGINE_COPY = 2
+} tcuda_comm_engine;
+/* Set the engine for the whole process (no GPU needed); a call already
+ * running keeps the engine it started with. Another value is
+ * TCUDA_ERROR_INVALID_ARGUMENT. */
+TCUDA_API tcuda_status tcuda_comm_set_engine(tcuda_comm_engine engine);
+/* The engine in effect (TCUDA_COMM_ENGINE_AUTO until set). */
+TCUDA_API tcuda_status tcuda_comm_get_engine(tcuda_comm_engine *engine);
 
 /* torch.cuda.comm.broadcast(tensor, devices): out[i] is a copy on
  * devices[i] (n entries; 0 is fine). A slot whose device is the source's
@@ -918,7 +925,7 @@ TCUDA_API tcuda_status tcuda_comm_reduce_add(const tcuda_dltensor_t *const *inpu
 /* reduce_add_coalesced(inputs, destination, buffer_size): inputs is
  * [ngpus][ntensors] row-major, one row per GPU (all of a row on one
  * device); out[ntensors] are the sums on destination, bucketed as
- * torch/_utils.py's _take_tensors. With one row, out views the inputs. */
+ * PyTorch's Python _take_tensors. With one row, out views the inputs. */
 TCUDA_API tcuda_status tcuda_comm_reduce_add_coalesced(const tcuda_dltensor_t *const *inputs, size_t ngpus,
                                                        size_t ntensors, int destination, size_t buffer_size,
                                                        struct DLManagedTensor **out);

@@ -1,286 +1,56 @@
-/* torch.cuda.comm over DLPack tensors: the engines. Validation and
- * bucketing are pure (plan.c); this file allocates, moves and sums.
+/* torch.cuda.comm over DLPack tensors: the public calls. Each checks its
+ * arguments (the pure checks are in plan.c), picks the engine and drives
+ * the copies (copy.c), kernels and sums (kernel.c) or NCCL (nccl.c) into
+ * output tensors (tensor.c).
  *
  * Engine choice (see tcuda.h): NCCL where PyTorch would use it, except
- * two-GPU transfers with peer access: a bulk copy goes by a copy engine,
+ * two-GPU transfers with peer access: a bulk copy goes by a copy engine
+ * (faster on NVLink than any SM-kernel copy bench_comm's sweep tried),
  * reduce_add's sum is a kernel on the destination that reads the peer over
- * NVLink, many small tensors go in one push kernel.
- * Everything else goes through copy_view, which mirrors PyTorch's copy_:
- * cross-device work on the source's current stream, fenced both ways
- * against the destination's stream. */
+ * NVLink (one pass: faster than copy-then-add), many small tensors go in
+ * one push kernel.
+ * Everything else goes through tc_comm_copy_view (copy.c), which mirrors
+ * PyTorch's copy_: cross-device work on the source's current stream,
+ * fenced both ways against the destination's stream. */
 #include "comm/comm_impl.h"
-#include "comm/kernels.h"
 #include "core/annotate.h"
-#include "stream/stream.h"
-#include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---------------------------------------------------------------------
- * memory: device caching allocator, pinned host caching allocator
- * --------------------------------------------------------------------- */
-static tcuda_status dev_alloc(const char *func, void **p, size_t bytes, int dev, tcuda_stream_t s) {
-  (void)func;
-  *p = NULL;
-  if (!bytes) return TCUDA_SUCCESS;
-  return tcuda_malloc_on(p, bytes, dev, s);
-}
-static void dev_free(void *p) {
-  if (p) (void)tcuda_free(p);
-}
-
-/* An allocation shared by outputs (coalesced buckets): freed with the last. */
-typedef struct tc_buf {
-  atomic_int refs;
-  void *ptr;
-  int host;
-} tc_buf;
-
-static tc_buf *buf_new(void *ptr, int host) {
-  tc_buf *b = malloc(sizeof *b);
-  if (!b) return NULL;
-  atomic_init(&b->refs, 1);
-  b->ptr = ptr;
-  b->host = host;
-  return b;
-}
-static void buf_unref(tc_buf *b) {
-  if (!b || atomic_fetch_sub(&b->refs, 1) != 1) return;
-  if (b->host) (void)tcuda_host_free(b->ptr);
-  else dev_free(b->ptr);
-  free(b);
-}
-/* Wrap a fresh allocation; on failure the memory is freed here. */
-static tcuda_status buf_wrap(const char *func, void *ptr, int host, tc_buf **out) {
-  *out = buf_new(ptr, host);
-  if (*out) return TCUDA_SUCCESS;
-  if (host) (void)tcuda_host_free(ptr);
-  else dev_free(ptr);
-  return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-}
-
-typedef struct tc_mt {
-  DLManagedTensor m;
-  tc_buf *buf; /* NULL: a view of a caller's tensor */
-  int64_t dims[2 * TC_COMM_MAX_DIMS];
-} tc_mt;
-
-static void mt_delete(DLManagedTensor *m) {
-  tc_mt *t = (tc_mt *)m->manager_ctx;
-  buf_unref(t->buf);
-  free(t);
-}
-
-static DLManagedTensor *mt_make(const tc_tensor *t, tc_buf *buf) {
-  tc_mt *x = calloc(1, sizeof *x);
-  if (!x) return NULL;
-  memcpy(x->dims, t->shape, (size_t)t->ndim * sizeof(int64_t));
-  memcpy(x->dims + t->ndim, t->strides, (size_t)t->ndim * sizeof(int64_t));
-  DLTensor *d = &x->m.dl_tensor;
-  d->data = t->data;
-  d->device.device_type = t->dev_type;
-  d->device.device_id = t->on_gpu ? t->device : 0;
-  d->ndim = t->ndim;
-  d->dtype = t->dtype;
-  d->shape = x->dims;
-  d->strides = x->dims + t->ndim;
-  d->byte_offset = 0;
-  x->m.manager_ctx = x;
-  x->m.deleter = mt_delete;
-  if (buf) atomic_fetch_add(&buf->refs, 1);
-  x->buf = buf;
-  return &x->m;
-}
-
-static tcuda_status mt_out(const char *func, const tc_tensor *t, tc_buf *buf, DLManagedTensor **slot) {
-  *slot = mt_make(t, buf);
-  return *slot ? TCUDA_SUCCESS : tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-}
-
-static void release_all(DLManagedTensor **out, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (out[i]) {
-      out[i]->deleter(out[i]);
-      out[i] = NULL;
-    }
-}
-
-/* A contiguous tensor shaped like t at data on a device (-1: host). */
-static tc_tensor contig_like(const tc_tensor *t, void *data, int device) {
-  tc_tensor c = *t;
-  c.data = data;
-  tc_contiguous_strides(t->ndim, t->shape, c.strides);
-  c.on_gpu = device >= 0;
-  c.device = device;
-  c.dev_type = device >= 0 ? TC_DL_CUDA : TC_DL_CPU;
-  return c;
-}
-
-/* ---------------------------------------------------------------------
- * devices, streams, peers, options
- * --------------------------------------------------------------------- */
-static tcuda_status check_device(const char *func, const char *what, int dev) {
+static tcuda_status check_device(const char *F, const char *what, int dev) {
   int n = tc_device_count();
   if (dev < 0 || dev >= n || dev >= TC_MAX_DEVICES)
-    return tc_error(TCUDA_ERROR_INVALID_DEVICE, "%s: %s %d out of range (%d devices)", func, what, dev, n);
+    return tc_error(TCUDA_ERROR_INVALID_DEVICE, "%s: %s %d out of range (%d devices)", F, what, dev, n);
   return TCUDA_SUCCESS;
 }
 
-static tcuda_status check_tensor_devices(const char *func, const char *what, const tc_tensor *ts, size_t n) {
+static tcuda_status check_tensor_devices(const char *F, const char *what, const tc_tensor *ts, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (ts[i].on_gpu) {
-      tcuda_status st = check_device(func, what, ts[i].device);
-      if (st) return st;
+      tcuda_status s = check_device(F, what, ts[i].device);
+      if (s) return s;
     }
   return TCUDA_SUCCESS;
 }
 
-static tcuda_stream_t cur(int dev) { return tc_current_stream_fast(dev); }
-static int same_stream(tcuda_stream_t a, tcuda_stream_t b) { return a.device == b.device && a.handle == b.handle; }
+static atomic_int g_engine = TCUDA_COMM_ENGINE_AUTO; /* tcuda_comm_set_engine */
 
-/* Later work on `waiter` waits for work queued on `other` so far. */
-static tcuda_status wait_stream(tcuda_stream_t waiter, tcuda_stream_t other) {
-  if (same_stream(waiter, other)) return TCUDA_SUCCESS;
-  return tcuda_stream_wait_stream(waiter, other);
-}
-
-static atomic_int g_sms[TC_MAX_DEVICES];
-static int sm_count(int dev) {
-  int n = atomic_load_explicit(&g_sms[dev], memory_order_relaxed);
-  if (!n) {
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) {
-      (void)cudaGetLastError();
-      n = 32;
-    }
-    atomic_store_explicit(&g_sms[dev], n, memory_order_relaxed);
-  }
-  return n;
-}
-/* Enough 512-thread blocks to fill the device (4 per SM). */
-static int blocks_for(int dev) { return sm_count(dev) * 4; }
-
-static pthread_mutex_t g_peer_mu = PTHREAD_MUTEX_INITIALIZER;
-static signed char g_peer[TC_MAX_DEVICES][TC_MAX_DEVICES]; /* 0 unknown, 1 enabled, -1 not possible */
-
-/* 1 when kernels on `dev` can touch `peer`'s memory (access enabled once). */
-static int peer_ok(int dev, int peer) {
-  if (dev == peer) return 1;
-  pthread_mutex_lock(&g_peer_mu);
-  int v = g_peer[dev][peer];
-  if (!v) {
-    int can = 0, saved;
-    v = -1;
-    if (cudaDeviceCanAccessPeer(&can, dev, peer) == cudaSuccess && can &&
-        !tc_on_device_begin("tcuda_comm", dev, &saved)) {
-      cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
-      if (e == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
-      if (e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled) v = 1;
-      else (void)cudaGetLastError();
-      tc_on_device_end(saved);
-    }
-    g_peer[dev][peer] = (signed char)v;
-  }
-  pthread_mutex_unlock(&g_peer_mu);
-  return v > 0;
-}
-
-enum { ENG_AUTO, ENG_NCCL, ENG_COPY };
-/* How one contiguous GPU-to-GPU copy moves its bytes (TCUDA_COMM_P2P):
- * push/pull are SM kernels on the source/destination; ce* are copy
- * engines, split over streams of the source (ceN) or of both ends (cexN);
- * the mixed ones split the bytes between two engines at once. */
-enum { P2P_KERNEL, P2P_PULL, P2P_PUSHPULL, P2P_CE, P2P_CE2, P2P_CE4, P2P_CEX2, P2P_CEX4, P2P_CEKERNEL, P2P_CEPULL };
-static const char *const g_p2p_names[] = {"kernel", "pull",  "pushpull", "ce",       "ce2",
-                                          "ce4",    "cex2",  "cex4",     "cekernel", "cepull"};
-/* How reduce_add brings a peer's input to the destination (TCUDA_COMM_REDUCE):
- * fused: one kernel on the destination reads the peer over NVLink and adds;
- * push: the kernel runs on the peer instead, reading the destination's
- * partial sum and writing the result over NVLink; mix: both, split;
- * copy: peer copy (TCUDA_COMM_P2P) into a buffer, then a local add;
- * pipe: the same in chunks, copy of one overlapping the add of another. */
-enum { RED_AUTO, RED_FUSED, RED_PUSH, RED_MIX, RED_COPY, RED_PIPE };
-static const char *const g_red_names[] = {"auto", "fused", "push", "mix", "copy", "pipe"};
-typedef struct {
-  int engine;
-  int ce;   /* TCUDA_COMM_P2P names copy engines: strided, coalesced and
-             * reduce_add copies use them too */
-  int p2p;  /* P2P_* */
-  int red;  /* RED_* */
-  int bpsm, threads, unroll; /* kernel launch shape; 0: defaults */
-  int split;  /* percent of bytes on the first engine of a mixed mode */
-  int chunks; /* pipe */
-} tc_opts;
-
-static tcuda_status env_choice(const char *func, const char *var, const char *const *names, int n, int *out) {
-  const char *v = getenv(var);
-  if (!v || !*v) return TCUDA_SUCCESS;
-  char list[160] = "";
-  for (int i = 0; i < n; i++) {
-    if (!strcmp(v, names[i])) {
-      *out = i;
-      return TCUDA_SUCCESS;
-    }
-    size_t l = strlen(list);
-    snprintf(list + l, sizeof list - l, "%s%s", !i ? "" : i == n - 1 ? " or " : ", ", names[i]);
-  }
-  return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: unknown value '%s' (expected %s)", func, var, v, list);
-}
-
-/* An integer option in [lo, hi]; pow2: also a power of two. */
-static tcuda_status env_int(const char *func, const char *var, long lo, long hi, int pow2, int *out) {
-  const char *v = getenv(var);
-  if (!v || !*v) return TCUDA_SUCCESS;
-  char *end;
-  long x = strtol(v, &end, 10);
-  if (*end || end == v || x < lo || x > hi || (pow2 && (x & (x - 1))))
-    return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: bad value '%s' (expected %s from %ld to %ld)", func, var, v,
-                    pow2 ? "a power of two" : "an integer", lo, hi);
-  *out = (int)x;
+tcuda_status tcuda_comm_set_engine(tcuda_comm_engine engine) {
+  if (engine != TCUDA_COMM_ENGINE_AUTO && engine != TCUDA_COMM_ENGINE_NCCL && engine != TCUDA_COMM_ENGINE_COPY)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
+                    "tcuda_comm_set_engine: engine %d is not a tcuda_comm_engine (AUTO, NCCL or COPY)", (int)engine);
+  atomic_store_explicit(&g_engine, (int)engine, memory_order_relaxed);
   return TCUDA_SUCCESS;
 }
 
-static tcuda_status get_opts(const char *func, tc_opts *o) {
-  static const char *const engines[] = {"auto", "nccl", "copy"};
-  memset(o, 0, sizeof *o);
-  o->split = 50;
-  o->chunks = 4;
-  /* Default: a copy engine for a bulk peer copy. Measured on 2 H200s at
-   * 256 MiB: 382 GB/s against 352-363 for every SM-kernel shape and split
-   * tried; reduce_add keeps its one-pass kernel (fused), 363 against 289
-   * for copy-then-add. -1 until the environment is read: only a ce value
-   * named there also moves the other peer copies to the copy engines. */
-  o->p2p = -1;
-  tcuda_status st = env_choice(func, "TCUDA_COMM_ENGINE", engines, 3, &o->engine);
-  if (!st) st = env_choice(func, "TCUDA_COMM_P2P", g_p2p_names, (int)(sizeof g_p2p_names / sizeof *g_p2p_names), &o->p2p);
-  if (!st) st = env_choice(func, "TCUDA_COMM_REDUCE", g_red_names, (int)(sizeof g_red_names / sizeof *g_red_names), &o->red);
-  if (!st) st = env_int(func, "TCUDA_COMM_BLOCKS_PER_SM", 1, 32, 0, &o->bpsm);
-  if (!st) st = env_int(func, "TCUDA_COMM_THREADS", 64, 1024, 1, &o->threads);
-  if (!st) st = env_int(func, "TCUDA_COMM_SPLIT", 1, 99, 0, &o->split);
-  if (!st) st = env_int(func, "TCUDA_COMM_CHUNKS", 2, 64, 0, &o->chunks);
-  if (!st && (st = env_int(func, "TCUDA_COMM_UNROLL", 1, 12, 0, &o->unroll)) == TCUDA_SUCCESS && o->unroll &&
-      o->unroll != 1 && o->unroll != 2 && o->unroll != 4 && o->unroll != 8 && o->unroll != 12)
-    st = tc_error(TCUDA_ERROR_CONFIG, "%s: TCUDA_COMM_UNROLL: bad value '%d' (expected 1, 2, 4, 8 or 12)", func,
-                  o->unroll);
-  if (!st && o->threads > 512 && o->unroll > 4)
-    st = tc_error(TCUDA_ERROR_CONFIG, "%s: TCUDA_COMM_THREADS: %d threads with TCUDA_COMM_UNROLL=%d (at most 512 "
-                  "threads above 4)", func, o->threads, o->unroll);
-  o->ce = o->p2p >= P2P_CE && o->p2p <= P2P_CEX4;
-  if (o->p2p < 0) o->p2p = P2P_CE;
-  return st;
+tcuda_status tcuda_comm_get_engine(tcuda_comm_engine *engine) {
+  TC_CHECK_ARG("tcuda_comm_get_engine", engine, "engine");
+  *engine = (tcuda_comm_engine)atomic_load_explicit(&g_engine, memory_order_relaxed);
+  return TCUDA_SUCCESS;
 }
 
-/* Launch shape of the bulk kernels on dev: one wave of resident blocks. */
-static tc_k_cfg kcfg(const tc_opts *o, int dev) {
-  tc_k_cfg c;
-  c.threads = o->threads ? o->threads : 512;
-  int bpsm = o->bpsm ? o->bpsm : 4;
-  if (bpsm * c.threads > 2048) bpsm = 2048 / c.threads;
-  c.blocks = sm_count(dev) * bpsm;
-  c.unroll = o->unroll;
-  return c;
-}
+static int engine_now(void) { return atomic_load_explicit(&g_engine, memory_order_relaxed); }
 
 /* PyTorch's nccl::is_available: CUDA, dense and contiguous, unique devices. */
 static int nccl_shape_ok(const tc_tensor *const *ts, size_t n) {
@@ -293,607 +63,131 @@ static int nccl_shape_ok(const tc_tensor *const *ts, size_t n) {
 }
 
 /* ---------------------------------------------------------------------
- * copies
- * --------------------------------------------------------------------- */
-typedef struct {
-  int n;
-  int64_t es;
-  int64_t shape[TC_COMM_MAX_DIMS], sd[TC_COMM_MAX_DIMS], ss[TC_COMM_MAX_DIMS];
-} tc_layout;
-
-/* Drop size-1 dims and merge dims contiguous in both layouts. */
-static void coalesce(const tc_tensor *dst, const tc_tensor *src, tc_layout *l) {
-  l->n = 0;
-  l->es = dst->elem_size;
-  for (int k = 0; k < dst->ndim; k++) {
-    int64_t sz = dst->shape[k];
-    if (sz == 1) continue;
-    int m = l->n;
-    if (m && l->sd[m - 1] == dst->strides[k] * sz && l->ss[m - 1] == src->strides[k] * sz) {
-      l->shape[m - 1] *= sz;
-      l->sd[m - 1] = dst->strides[k];
-      l->ss[m - 1] = src->strides[k];
-    } else {
-      l->shape[m] = sz;
-      l->sd[m] = dst->strides[k];
-      l->ss[m] = src->strides[k];
-      l->n++;
-    }
-  }
-  if (!l->n) {
-    l->n = 1;
-    l->shape[0] = 1;
-    l->sd[0] = l->ss[0] = 1;
-  }
-}
-
-static int same_dense(const tc_tensor *a, const tc_tensor *b) {
-  if (!tc_tensor_dense(a) || !tc_tensor_dense(b)) return 0;
-  for (int k = 0; k < a->ndim; k++)
-    if (a->shape[k] != 1 && a->strides[k] != b->strides[k]) return 0;
-  for (int k = 0; k < a->ndim; k++)
-    if (a->strides[k] < 0) return 0;
-  return 1;
-}
-
-static tcuda_status launch_strided(const char *func, tcuda_stream_t s, char *dst, const char *src, const tc_layout *l0,
-                                   int64_t numel) {
-  tc_layout l = *l0;
-  int last = l.n - 1;
-  /* widen elements along a contiguous inner dim: 16-byte moves where possible */
-  if (l.sd[last] == 1 && l.ss[last] == 1) {
-    for (int64_t w = 16; w > l.es; w /= 2) {
-      int ok = (l.shape[last] * l.es) % w == 0 && (((uintptr_t)dst | (uintptr_t)src) % (uintptr_t)w) == 0;
-      for (int k = 0; ok && k < last; k++) ok = (l.sd[k] * l.es) % w == 0 && (l.ss[k] * l.es) % w == 0;
-      if (!ok) continue;
-      for (int k = 0; k < last; k++) {
-        l.sd[k] = l.sd[k] * l.es / w;
-        l.ss[k] = l.ss[k] * l.es / w;
-      }
-      numel = numel / l.shape[last] * (l.shape[last] * l.es / w);
-      l.shape[last] = l.shape[last] * l.es / w;
-      l.es = w;
-      break;
-    }
-  }
-  tc_strided_desc d;
-  memset(&d, 0, sizeof d);
-  d.dst = dst;
-  d.src = src;
-  d.ndim = l.n;
-  d.elem = (int)l.es;
-  d.numel = numel;
-  for (int k = 0; k < l.n; k++) {
-    d.shape[k] = l.shape[k];
-    d.dst_strides[k] = l.sd[k];
-    d.src_strides[k] = l.ss[k];
-  }
-  int saved;
-  tcuda_status st = tc_on_device_begin(func, s.device, &saved);
-  if (st) return st;
-  int e = tc_k_strided(s.handle, &d, blocks_for(s.device));
-  tc_on_device_end(saved);
-  return e ? tc_cuda_error((cudaError_t)e, func, "tc_k_strided") : TCUDA_SUCCESS;
-}
-
-/* One GPU-to-GPU copy as lanes (TCUDA_COMM_P2P), each an engine with a
- * share of the bytes on its own stream, forked from s and joined back into
- * it, so that to the caller it is one copy on s. */
-enum { LANE_PUSH, LANE_PULL, LANE_CE };
-typedef struct {
-  int kind, dev, pct;
-  tcuda_stream_t s;
-} tc_lane;
-
-static int p2p_lanes(const tc_opts *o, int sdev, int ddev, int sdef, tc_lane *l) {
-  int n = 0, sp = o->split;
-#define LANE(k, d, p) (l[n].kind = (k), l[n].dev = (d), l[n].pct = (p), n++)
-  switch (o->p2p) {
-  case P2P_PULL: LANE(LANE_PULL, ddev, 100); break;
-  case P2P_PUSHPULL: LANE(LANE_PUSH, sdev, sp); LANE(LANE_PULL, ddev, 100 - sp); break;
-  case P2P_CE: LANE(LANE_CE, sdef, 100); break;
-  case P2P_CE2: LANE(LANE_CE, sdev, 50); LANE(LANE_CE, sdev, 50); break;
-  case P2P_CE4: for (int i = 0; i < 4; i++) LANE(LANE_CE, sdev, 25); break;
-  case P2P_CEX2: LANE(LANE_CE, sdev, 50); LANE(LANE_CE, ddev, 50); break;
-  case P2P_CEX4: for (int i = 0; i < 4; i++) LANE(LANE_CE, i & 1 ? ddev : sdev, 25); break;
-  case P2P_CEKERNEL: LANE(LANE_CE, sdev, sp); LANE(LANE_PUSH, sdev, 100 - sp); break;
-  case P2P_CEPULL: LANE(LANE_CE, sdev, sp); LANE(LANE_PULL, ddev, 100 - sp); break;
-  default: LANE(LANE_PUSH, sdev, 100); break;
-  }
-#undef LANE
-  /* a kernel needs peer access from where it runs; else the copy engines
-   * (from the same device: a CE lane may run on either end) */
-  for (int i = 0; i < n; i++)
-    if (l[i].kind != LANE_CE && !peer_ok(l[i].dev, l[i].kind == LANE_PUSH ? ddev : sdev)) l[i].kind = LANE_CE;
-  return n;
-}
-
-static tcuda_status p2p_copy(const char *func, const tc_opts *o, char *dst, int ddev, const char *src, int sdev,
-                             size_t bytes, tcuda_stream_t s) {
-  tc_lane l[4];
-  int n = p2p_lanes(o, sdev, ddev, s.device, l), used_s = 0;
-  /* small copies: splitting costs more than it gains */
-  if (bytes < ((size_t)64 << 10)) {
-    n = 1;
-    l[0].pct = 100;
-  }
-  tcuda_status st = TCUDA_SUCCESS;
-  for (int i = 0; i < n && !st; i++) {
-    if (l[i].dev == s.device && !used_s) {
-      l[i].s = s;
-      used_s = 1;
-    } else if (!(st = tcuda_stream_from_pool(l[i].dev, 0, &l[i].s))) {
-      st = wait_stream(l[i].s, s);
-    }
-  }
-  if (st) n = 0; /* the forked streams hold no work yet */
-  size_t off = 0, cum = 0;
-  for (int i = 0; i < n; i++) {
-    /* 4 KiB boundaries keep every part as aligned as the whole */
-    cum += (size_t)l[i].pct;
-    size_t end = i == n - 1 ? bytes : (size_t)((double)bytes * (double)cum / 100.0) & ~(size_t)4095;
-    if (end < off) end = off;
-    size_t len = end - off;
-    int saved, e = 0;
-    const char *call = l[i].kind == LANE_CE ? "cudaMemcpyPeerAsync" : "tc_k_copy";
-    if (!st && len && !(st = tc_on_device_begin(func, l[i].dev, &saved))) {
-      if (l[i].kind == LANE_CE) {
-        e = (int)cudaMemcpyPeerAsync(dst + off, ddev, src + off, sdev, len, l[i].s.handle);
-      } else {
-        tc_k_cfg c = kcfg(o, l[i].dev);
-        e = tc_k_copy(l[i].s.handle, dst + off, src + off, len, &c);
-      }
-      tc_on_device_end(saved);
-      if (e) st = tc_cuda_error((cudaError_t)e, func, call);
-    }
-    off = end;
-  }
-  /* what was issued is joined, even after an error */
-  for (int i = 0; i < n; i++) {
-    tcuda_status s2 = wait_stream(s, l[i].s);
-    if (!st) st = s2;
-  }
-  return st;
-}
-
-/* Bytes between any two places, run on stream s (on a GPU of the pair). */
-static tcuda_status copy_bytes(const char *func, const tc_opts *o, void *dst, int ddev, const void *src, int sdev,
-                               size_t bytes, tcuda_stream_t s) {
-  if (!bytes) return TCUDA_SUCCESS;
-  if (ddev >= 0 && sdev >= 0 && ddev != sdev) return p2p_copy(func, o, dst, ddev, src, sdev, bytes, s);
-  int saved, e;
-  const char *call;
-  tcuda_status st = tc_on_device_begin(func, s.device, &saved);
-  if (st) return st;
-  if (ddev >= 0 && sdev >= 0) {
-    tc_k_cfg c = kcfg(o, s.device);
-    call = "tc_k_copy";
-    e = tc_k_copy(s.handle, dst, src, bytes, &c);
-  } else {
-    call = "cudaMemcpyAsync";
-    e = (int)cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s.handle);
-  }
-  tc_on_device_end(saved);
-  return e ? tc_cuda_error((cudaError_t)e, func, call) : TCUDA_SUCCESS;
-}
-
-static void host_strided(char *dst, const int64_t *sd, const char *src, const int64_t *ss, const int64_t *shape,
-                         int n, int64_t es, int64_t numel) {
-  int64_t idx[TC_COMM_MAX_DIMS] = {0};
-  for (int64_t i = 0; i < numel; i++) {
-    int64_t od = 0, os = 0;
-    for (int k = 0; k < n; k++) {
-      od += idx[k] * sd[k];
-      os += idx[k] * ss[k];
-    }
-    memcpy(dst + od * es, src + os * es, (size_t)es);
-    for (int k = n - 1; k >= 0; k--) {
-      if (++idx[k] < shape[k]) break;
-      idx[k] = 0;
-    }
-  }
-}
-
-static int host_is_pinned(const void *p) {
-  struct cudaPointerAttributes a;
-  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return a.type == cudaMemoryTypeHost;
-}
-
-static tcuda_status memcpy2d(const char *func, tcuda_stream_t s, const tc_layout *l, void *dst, const void *src) {
-  int saved;
-  tcuda_status st = tc_on_device_begin(func, s.device, &saved);
-  if (st) return st;
-  cudaError_t e = cudaMemcpy2DAsync(dst, (size_t)(l->sd[0] * l->es), src, (size_t)(l->ss[0] * l->es),
-                                    (size_t)(l->shape[1] * l->es), (size_t)l->shape[0], cudaMemcpyDefault, s.handle);
-  tc_on_device_end(saved);
-  return e ? tc_cuda_error(e, func, "cudaMemcpy2DAsync") : TCUDA_SUCCESS;
-}
-
-static tcuda_status sync_stream(const char *func, tcuda_stream_t s) { (void)func; return tcuda_stream_synchronize(s); }
-
-/* dst = src (same shape and dtype), PyTorch copy_ style. ds is the stream
- * of dst's device that owns the result, ss the current stream of src's
- * device. Host destinations are complete on return only when pinned
- * staging was needed; callers that promise completion synchronise. */
-static tcuda_status copy_view(const char *func, const tc_opts *o, const tc_tensor *dst, tcuda_stream_t ds,
-                              const tc_tensor *src, tcuda_stream_t ss) {
-  if (!dst->numel) return TCUDA_SUCCESS;
-  tc_layout l;
-  coalesce(dst, src, &l);
-  int flat = same_dense(dst, src) || (l.n == 1 && l.sd[0] == 1 && l.ss[0] == 1);
-  int two_d = !flat && l.n == 2 && l.sd[1] == 1 && l.ss[1] == 1 && l.sd[0] >= l.shape[1] && l.ss[0] >= l.shape[1];
-  size_t bytes = (size_t)(dst->numel * dst->elem_size);
-  tcuda_status st = TCUDA_SUCCESS;
-
-  if (dst->on_gpu && src->on_gpu) {
-    int cross = dst->device != src->device;
-    tcuda_stream_t w = cross ? ss : ds;
-    if (cross && (st = wait_stream(ss, ds))) return st;
-    if (flat) {
-      st = copy_bytes(func, o, dst->data, dst->device, src->data, src->device, bytes, w);
-    } else if (two_d && !cross) {
-      st = memcpy2d(func, w, &l, dst->data, src->data);
-    } else if (!cross || (!o->ce && peer_ok(w.device, dst->device))) {
-      st = launch_strided(func, w, dst->data, src->data, &l, dst->numel);
-    } else {
-      /* no peer access: contiguous on the source, peer copy, unpack */
-      void *ts = NULL, *td = NULL;
-      st = dev_alloc(func, &ts, bytes, src->device, ss);
-      if (!st) st = dev_alloc(func, &td, bytes, dst->device, ds);
-      tc_tensor cs = contig_like(src, ts, src->device), cd = contig_like(dst, td, dst->device);
-      if (!st) st = copy_view(func, o, &cs, ss, src, ss);
-      if (!st) st = copy_bytes(func, o, td, dst->device, ts, src->device, bytes, ss);
-      if (!st) st = wait_stream(ds, ss);
-      if (!st) st = copy_view(func, o, dst, ds, &cd, ds);
-      dev_free(ts);
-      dev_free(td);
-    }
-    if (cross) {
-      tcuda_status s2 = wait_stream(ds, ss);
-      if (!st) st = s2;
-    }
-    return st;
-  }
-
-  if (dst->on_gpu) { /* host -> GPU, on the destination's stream */
-    if (flat) return copy_bytes(func, o, dst->data, dst->device, src->data, -1, bytes, ds);
-    if (two_d) return memcpy2d(func, ds, &l, dst->data, src->data);
-    char *h = malloc(bytes);
-    void *td = NULL;
-    if (!h) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-    tc_tensor ch = contig_like(src, h, -1), cd;
-    tc_layout lh;
-    coalesce(&ch, src, &lh);
-    host_strided(h, lh.sd, src->data, lh.ss, lh.shape, lh.n, lh.es, src->numel);
-    st = dev_alloc(func, &td, bytes, dst->device, ds);
-    /* a pageable source is staged by CUDA before cudaMemcpyAsync returns */
-    if (!st) st = copy_bytes(func, o, td, dst->device, h, -1, bytes, ds);
-    cd = contig_like(dst, td, dst->device);
-    if (!st) st = copy_view(func, o, dst, ds, &cd, ds);
-    dev_free(td);
-    free(h);
-    return st;
-  }
-
-  if (src->on_gpu) { /* GPU -> host, on the source's stream */
-    if (two_d) return memcpy2d(func, ss, &l, dst->data, src->data);
-    if (flat && host_is_pinned(dst->data)) return copy_bytes(func, o, dst->data, -1, src->data, src->device, bytes, ss);
-    void *td = NULL, *h = NULL;
-    const char *from = src->data;
-    if (!flat && !tc_tensor_contiguous(src)) {
-      tc_tensor cd;
-      if ((st = dev_alloc(func, &td, bytes, src->device, ss))) return st;
-      cd = contig_like(src, td, src->device);
-      if ((st = copy_view(func, o, &cd, ss, src, ss))) { dev_free(td); return st; }
-      from = td;
-    }
-    st = tcuda_host_alloc(&h, bytes);
-    if (!st) st = copy_bytes(func, o, h, -1, from, src->device, bytes, ss);
-    if (!st) st = sync_stream(func, ss);
-    if (!st) {
-      if (flat) memcpy(dst->data, h, bytes);
-      else {
-        tc_tensor ch = contig_like(src, h, -1);
-        tc_layout lh;
-        coalesce(dst, &ch, &lh);
-        host_strided(dst->data, lh.sd, h, lh.ss, lh.shape, lh.n, lh.es, dst->numel);
-      }
-    }
-    if (h) (void)tcuda_host_free(h);
-    dev_free(td);
-    return st;
-  }
-  /* host -> host */
-  host_strided(dst->data, l.sd, src->data, l.ss, l.shape, l.n, l.es, dst->numel);
-  return TCUDA_SUCCESS;
-}
-
-/* Several contiguous byte copies in one kernel launch on stream s: the
- * descriptor table goes up through pinned memory. */
-static tcuda_status multicopy(const char *func, const tc_copy_item *items, size_t n, tcuda_stream_t s) {
-  if (!n) return TCUDA_SUCCESS;
-  size_t tb = n * sizeof *items;
-  uint64_t maxb = 0;
-  for (size_t i = 0; i < n; i++)
-    if (items[i].bytes > maxb) maxb = items[i].bytes;
-  void *h = NULL, *d = NULL;
-  tcuda_status st = tcuda_host_alloc(&h, tb);
-  if (st) return st;
-  memcpy(h, items, tb);
-  st = dev_alloc(func, &d, tb, s.device, s);
-  int saved;
-  if (!st && !(st = tc_on_device_begin(func, s.device, &saved))) {
-    cudaError_t e = cudaMemcpyAsync(d, h, tb, cudaMemcpyHostToDevice, s.handle);
-    int ke = e ? 0 : tc_k_multicopy(s.handle, (const tc_copy_item *)d, n, maxb, blocks_for(s.device));
-    tc_on_device_end(saved);
-    if (e) st = tc_cuda_error(e, func, "cudaMemcpyAsync");
-    else if (ke) st = tc_cuda_error((cudaError_t)ke, func, "tc_k_multicopy");
-  }
-  if (!st) st = tcuda_host_record_stream(h, s);
-  (void)tcuda_host_free(h);
-  dev_free(d);
-  return st;
-}
-
-/* ---------------------------------------------------------------------
- * sums
- * --------------------------------------------------------------------- */
-static int add_kind(DLDataType dt, int64_t *mult) {
-  *mult = 1;
-  if (dt.code == TC_DL_COMPLEX) {
-    *mult = 2;
-    dt = tc_dtype_real(dt);
-  }
-  switch (dt.code) {
-  case TC_DL_INT:
-    return dt.bits == 8 ? TC_K_I8 : dt.bits == 16 ? TC_K_I16 : dt.bits == 32 ? TC_K_I32 : TC_K_I64;
-  case TC_DL_UINT:
-    return dt.bits == 8 ? TC_K_U8 : dt.bits == 16 ? TC_K_U16 : dt.bits == 32 ? TC_K_U32 : TC_K_U64;
-  case TC_DL_FLOAT: return dt.bits == 16 ? TC_K_F16 : dt.bits == 32 ? TC_K_F32 : TC_K_F64;
-  case TC_DL_BFLOAT: return TC_K_BF16;
-  case TC_DL_BOOL: return TC_K_BOOL;
-  default: return -1;
-  }
-}
-
-/* out = a + b, n elements of kind, on stream s (any of them may be on a
- * peer of s.device). */
-static tcuda_status add_on(const char *func, const tc_opts *o, tcuda_stream_t s, int kind, void *out, const void *a,
-                           const void *b, size_t n) {
-  int saved;
-  tcuda_status st = tc_on_device_begin(func, s.device, &saved);
-  if (st) return st;
-  tc_k_cfg c = kcfg(o, s.device);
-  int e = tc_k_add(s.handle, kind, out, a, b, n, &c);
-  tc_on_device_end(saved);
-  return e ? tc_cuda_error((cudaError_t)e, func, "tc_k_add") : TCUDA_SUCCESS;
-}
-
-/* Sum contiguous buffers ptrs[i] (on devs[i], count elements each) into
- * result on devs[root]. nccl_ok: PyTorch would use NCCL here. */
-static tcuda_status reduce_flat(const char *func, const tc_opts *o, size_t n, const int *devs, const void *const *ptrs,
-                                size_t root, size_t count, DLDataType dt, void *result, int nccl_ok) {
-  int dest = devs[root];
-  tcuda_stream_t ds = cur(dest);
-  int64_t mult;
-  int kind = add_kind(dt, &mult);
-  if (kind < 0) return tc_error(TCUDA_ERROR_NOT_SUPPORTED, "%s: cannot sum dtype %s", func, tc_dtype_name(dt));
-  int ndt_mult, ndt = tc_nccl_dtype(dt, &ndt_mult);
-  int all_peer = 1;
-  for (size_t i = 0; i < n; i++)
-    if (devs[i] != dest && !peer_ok(dest, devs[i])) all_peer = 0;
-  int use_nccl = nccl_ok && ndt >= 0 && o->engine != ENG_COPY && tc_nccl_available() &&
-                 (o->engine == ENG_NCCL || n != 2 || !all_peer);
-  tcuda_status st = TCUDA_SUCCESS;
-  if (use_nccl) {
-    tcuda_stream_t streams[TC_MAX_DEVICES];
-    for (size_t i = 0; i < n; i++) streams[i] = cur(devs[i]);
-    return tc_nccl_reduce(func, (int)n, devs, ptrs, result, (int)root, count, dt, streams);
-  }
-  /* PyTorch's copy path: result = root + other0, then += each other, in
-   * the dtype, on the destination's current stream (TCUDA_COMM_REDUCE
-   * picks how a peer's input gets there) */
-  size_t es = (size_t)tc_dtype_size(dt), aes = es / (size_t)mult, nadd = count * (size_t)mult;
-  const void *acc = ptrs[root];
-  for (size_t i = 0; i < n && !st; i++) {
-    if (i == root) continue;
-    int od = devs[i];
-    tcuda_stream_t os = cur(od);
-    void *tmp = NULL;
-    const char *b = ptrs[i];
-    int red = o->red;
-    if (od == dest) red = RED_FUSED;
-    else if (red == RED_AUTO) red = o->ce ? RED_COPY : RED_FUSED;
-    if ((red == RED_FUSED || red == RED_MIX) && od != dest && !peer_ok(dest, od)) red = RED_COPY;
-    if ((red == RED_PUSH || red == RED_MIX) && !peer_ok(od, dest)) red = RED_COPY;
-    if (red == RED_COPY || red == RED_PIPE) {
-      /* peer copy into a buffer on the destination, pipe: chunk by chunk,
-       * each add waiting only for its own chunk. The pipe runs on pool
-       * streams forked from the callers' ones and joined back: on the
-       * legacy default streams a peer copy may order itself after the
-       * destination's adds, which would undo the overlap. */
-      int chunks = red == RED_PIPE ? o->chunks : 1;
-      tcuda_stream_t cs = os, as = ds;
-      st = dev_alloc(func, &tmp, count * es, dest, ds);
-      if (!st) st = wait_stream(os, ds);
-      if (!st && red == RED_PIPE && !(st = tcuda_stream_from_pool(od, 0, &cs)) &&
-          !(st = tcuda_stream_from_pool(dest, 0, &as))) {
-        st = wait_stream(cs, os);
-        if (!st) st = wait_stream(as, ds);
-      }
-      size_t at = 0;
-      for (int c = 0; c < chunks && !st; c++) {
-        /* 1024-element boundaries keep chunks 16-byte aligned */
-        size_t end = c == chunks - 1 ? nadd : nadd / (size_t)chunks * (size_t)(c + 1) / 1024 * 1024;
-        if (end <= at) continue;
-        st = copy_bytes(func, o, (char *)tmp + at * aes, dest, b + at * aes, od, (end - at) * aes, cs);
-        if (!st) st = wait_stream(as, cs);
-        if (!st)
-          st = add_on(func, o, as, kind, (char *)result + at * aes, (const char *)acc + at * aes,
-                      (char *)tmp + at * aes, end - at);
-        at = end;
-      }
-      /* join: the result on the destination's stream, the input's reads on
-       * its own (even after an error, so nothing is left unordered) */
-      tcuda_status j1 = wait_stream(ds, as), j2 = wait_stream(os, cs);
-      if (!st) st = j1 ? j1 : j2;
-    } else if (red == RED_FUSED) {
-      if (od != dest) st = wait_stream(ds, os);
-      if (!st) st = add_on(func, o, ds, kind, result, acc, b, nadd);
-      /* the other device may reuse its input only after the read */
-      if (!st && od != dest) st = wait_stream(os, ds);
-    } else {
-      /* push: the sum runs on the input's device, reading the partial sum
-       * and writing the result over NVLink; mix: the first split percent
-       * fused on the destination, the rest pushed, at once */
-      size_t k = red == RED_MIX && nadd >= 65536 ? nadd / 100 * (size_t)o->split / 1024 * 1024 : 0;
-      st = wait_stream(os, ds);
-      if (!st && k) st = wait_stream(ds, os);
-      if (!st && k) st = add_on(func, o, ds, kind, result, acc, b, k);
-      if (!st)
-        st = add_on(func, o, os, kind, (char *)result + k * aes, (const char *)acc + k * aes, b + k * aes, nadd - k);
-      tcuda_status s2 = wait_stream(ds, os);
-      if (!st) st = s2;
-      if (!st && k) st = wait_stream(os, ds);
-    }
-    dev_free(tmp);
-    acc = result;
-  }
-  return st;
-}
-
-/* ---------------------------------------------------------------------
  * broadcast
  * --------------------------------------------------------------------- */
-static tcuda_status broadcast_impl(const char *func, const tc_opts *o, const tc_tensor *src, const int *devices,
-                                   size_t n, DLManagedTensor **out) {
+static tcuda_status broadcast_impl(const char *F, int engine, const tc_tensor *src, const int *devices, size_t n,
+                                   DLManagedTensor **out) {
   size_t bytes = (size_t)(src->numel * src->elem_size);
   tc_tensor *outs = calloc(n ? n : 1, sizeof *outs);
   int *devs = malloc((n + 1) * sizeof *devs);
   void **bufs = malloc((n + 1) * sizeof *bufs);
   tcuda_stream_t *streams = malloc((n + 1) * sizeof *streams);
-  tcuda_status st = TCUDA_SUCCESS;
-  if (!outs || !devs || !bufs || !streams) st = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
+  tcuda_status s = TCUDA_SUCCESS;
+  if (!outs || !devs || !bufs || !streams) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
   size_t nnew = 0;
   /* [source, new outputs...] is the list PyTorch checks for NCCL */
   int unique = src->on_gpu && tc_tensor_contiguous(src);
-  if (!st && src->on_gpu) {
+  if (!s && src->on_gpu) {
     devs[0] = src->device;
     bufs[0] = src->data;
-    streams[0] = cur(src->device);
+    streams[0] = tc_comm_cur(src->device);
   }
-  for (size_t i = 0; i < n && !st; i++) {
+  for (size_t i = 0; i < n && !s; i++) {
     if (src->on_gpu && devices[i] == src->device) {
-      st = mt_out(func, src, NULL, &out[i]);
+      s = tc_comm_out(F, src, NULL, &out[i]);
       continue;
     }
     int d = devices[i];
     void *p = NULL;
     tc_buf *b = NULL;
-    st = dev_alloc(func, &p, bytes, d, cur(d));
-    if (!st) st = buf_wrap(func, p, 0, &b);
-    if (st) break;
-    outs[i] = contig_like(src, p, d);
-    st = mt_out(func, &outs[i], b, &out[i]);
-    buf_unref(b);
+    s = tc_comm_dev_alloc(F, &p, bytes, d, tc_comm_cur(d));
+    if (!s) s = tc_comm_buf_wrap(F, p, 0, &b);
+    if (s) break;
+    outs[i] = tc_comm_contig_like(src, p, d);
+    s = tc_comm_out(F, &outs[i], b, &out[i]);
+    tc_comm_buf_unref(b);
     for (size_t j = 0; j < nnew; j++)
       if (devs[j + 1] == d) unique = 0;
     devs[nnew + 1] = d;
     bufs[nnew + 1] = p;
-    streams[nnew + 1] = cur(d);
+    streams[nnew + 1] = tc_comm_cur(d);
     nnew++;
   }
-  if (!st && nnew && bytes) {
+  if (!s && nnew && bytes) {
     int all_peer = src->on_gpu;
     for (size_t j = 1; j <= nnew && all_peer; j++)
-      if (!peer_ok(src->device, devs[j])) all_peer = 0;
-    int use_nccl = unique && o->engine != ENG_COPY && tc_nccl_available() &&
-                   (o->engine == ENG_NCCL || nnew != 1 || !all_peer);
+      if (!tc_comm_peer_ok(src->device, devs[j])) all_peer = 0;
+    int use_nccl = unique && engine != TCUDA_COMM_ENGINE_COPY && tc_nccl_available() &&
+                   (engine == TCUDA_COMM_ENGINE_NCCL || nnew != 1 || !all_peer);
     if (use_nccl) {
-      st = tc_nccl_broadcast_bytes(func, (int)nnew + 1, devs, bufs, bytes, streams);
+      s = tc_nccl_broadcast_bytes(F, (int)nnew + 1, devs, bufs, bytes, streams);
     } else {
-      for (size_t i = 0; i < n && !st; i++) {
+      for (size_t i = 0; i < n && !s; i++) {
         if (src->on_gpu && devices[i] == src->device) continue;
-        tcuda_stream_t ss = src->on_gpu ? cur(src->device) : cur(devices[i]);
-        st = copy_view(func, o, &outs[i], cur(devices[i]), src, ss);
+        tcuda_stream_t ss = src->on_gpu ? tc_comm_cur(src->device) : tc_comm_cur(devices[i]);
+        s = tc_comm_copy_view(F, &outs[i], tc_comm_cur(devices[i]), src, ss);
       }
     }
   }
-  if (st) release_all(out, n);
+  if (s) tc_comm_release_all(out, n);
   free(outs);
   free(devs);
   free(bufs);
   free(streams);
-  return st;
+  return s;
 }
 
 tcuda_status tcuda_comm_broadcast(const tcuda_dltensor_t *tensor, const int *devices, size_t ndevices,
                                   DLManagedTensor **out) {
-  const char *func = "tcuda_comm_broadcast";
+  const char *F = "tcuda_comm_broadcast";
   tc_tensor src;
-  tc_opts o;
-  tcuda_status st = tc_tensor_from_dl(func, "tensor", (size_t)-1, (const DLTensor *)tensor, &src);
-  if (st) return st;
-  if (ndevices && !out) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: out is NULL", func);
-  if ((st = tc_check_device_list(func, devices, ndevices))) return st;
-  if ((st = get_opts(func, &o))) return st;
+  int engine = engine_now();
+  tcuda_status s = tc_tensor_from_dl(F, "tensor", (size_t)-1, (const DLTensor *)tensor, &src);
+  if (s) return s;
+  if (ndevices && !out) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: out is NULL", F);
+  if ((s = tc_check_device_list(F, devices, ndevices))) return s;
   if (!ndevices) return TCUDA_SUCCESS;
-  if ((st = tc_lazy_init(func))) return st;
-  if ((st = check_tensor_devices(func, "tensor device", &src, 1))) return st;
+  if ((s = tc_lazy_init(F))) return s;
+  if ((s = check_tensor_devices(F, "tensor device", &src, 1))) return s;
   for (size_t i = 0; i < ndevices; i++)
-    if ((st = check_device(func, "device", devices[i]))) return st;
+    if ((s = check_device(F, "device", devices[i]))) return s;
   for (size_t i = 0; i < ndevices; i++) out[i] = NULL;
-  TC_ANNOTATE_BEGIN(func);
-  st = broadcast_impl(func, &o, &src, devices, ndevices, out);
+  TC_ANNOTATE_BEGIN(F);
+  s = broadcast_impl(F, engine, &src, devices, ndevices, out);
   TC_ANNOTATE_END();
-  return st;
+  return s;
 }
 
 tcuda_status tcuda_comm_broadcast_out(const tcuda_dltensor_t *tensor, const tcuda_dltensor_t *const *out, size_t nout) {
-  const char *func = "tcuda_comm_broadcast_out";
+  const char *F = "tcuda_comm_broadcast_out";
   tc_tensor src, *outs = NULL;
-  tc_opts o;
-  tcuda_status st = tc_tensor_from_dl(func, "tensor", (size_t)-1, (const DLTensor *)tensor, &src);
-  if (st) return st;
+  int engine = engine_now();
+  tcuda_status s = tc_tensor_from_dl(F, "tensor", (size_t)-1, (const DLTensor *)tensor, &src);
+  if (s) return s;
   if (nout && !(outs = malloc(nout * sizeof *outs)))
-    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  st = tc_tensors_from_dl(func, "out", (const DLTensor *const *)out, nout, outs);
-  if (!st) st = tc_check_broadcast_out(func, &src, outs, nout);
-  if (!st) st = get_opts(func, &o);
-  if (!st && nout) st = tc_lazy_init(func);
-  if (!st && nout) st = check_tensor_devices(func, "tensor device", &src, 1);
-  if (!st && nout) st = check_tensor_devices(func, "output device", outs, nout);
-  if (st || !nout) { free(outs); return st; }
-  TC_ANNOTATE_BEGIN(func);
+    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  s = tc_tensors_from_dl(F, "out", (const DLTensor *const *)out, nout, outs);
+  if (!s) s = tc_check_broadcast_out(F, &src, outs, nout);
+  if (!s && nout) s = tc_lazy_init(F);
+  if (!s && nout) s = check_tensor_devices(F, "tensor device", &src, 1);
+  if (!s && nout) s = check_tensor_devices(F, "output device", outs, nout);
+  if (s || !nout) { free(outs); return s; }
+  TC_ANNOTATE_BEGIN(F);
   size_t bytes = (size_t)(src.numel * src.elem_size);
   const tc_tensor **list = malloc((nout + 1) * sizeof *list);
   int *devs = malloc((nout + 1) * sizeof *devs);
   void **bufs = malloc((nout + 1) * sizeof *bufs);
   tcuda_stream_t *streams = malloc((nout + 1) * sizeof *streams);
-  if (!list || !devs || !bufs || !streams) st = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  if (!st) {
+  if (!list || !devs || !bufs || !streams) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  if (!s) {
     list[0] = &src;
     for (size_t i = 0; i < nout; i++) list[i + 1] = &outs[i];
     int nccl_ok = nccl_shape_ok(list, nout + 1);
     int all_peer = 1;
     for (size_t i = 0; i < nout && nccl_ok; i++)
-      if (!peer_ok(src.device, outs[i].device)) all_peer = 0;
-    if (nccl_ok && bytes && o.engine != ENG_COPY && tc_nccl_available() &&
-        (o.engine == ENG_NCCL || nout != 1 || !all_peer)) {
+      if (!tc_comm_peer_ok(src.device, outs[i].device)) all_peer = 0;
+    if (nccl_ok && bytes && engine != TCUDA_COMM_ENGINE_COPY && tc_nccl_available() &&
+        (engine == TCUDA_COMM_ENGINE_NCCL || nout != 1 || !all_peer)) {
       for (size_t i = 0; i <= nout; i++) {
         devs[i] = list[i]->device;
         bufs[i] = list[i]->data;
-        streams[i] = cur(devs[i]);
+        streams[i] = tc_comm_cur(devs[i]);
       }
-      st = tc_nccl_broadcast_bytes(func, (int)nout + 1, devs, bufs, bytes, streams);
+      s = tc_nccl_broadcast_bytes(F, (int)nout + 1, devs, bufs, bytes, streams);
     } else {
-      for (size_t i = 0; i < nout && !st; i++) {
-        tcuda_stream_t ds = cur(outs[i].device);
-        st = copy_view(func, &o, &outs[i], ds, &src, src.on_gpu ? cur(src.device) : ds);
+      for (size_t i = 0; i < nout && !s; i++) {
+        tcuda_stream_t ds = tc_comm_cur(outs[i].device);
+        s = tc_comm_copy_view(F, &outs[i], ds, &src, src.on_gpu ? tc_comm_cur(src.device) : ds);
       }
     }
   }
@@ -903,7 +197,7 @@ tcuda_status tcuda_comm_broadcast_out(const tcuda_dltensor_t *tensor, const tcud
   free(streams);
   free(outs);
   TC_ANNOTATE_END();
-  return st;
+  return s;
 }
 
 /* ---------------------------------------------------------------------
@@ -911,29 +205,29 @@ tcuda_status tcuda_comm_broadcast_out(const tcuda_dltensor_t *tensor, const tcud
  * --------------------------------------------------------------------- */
 static size_t align16(size_t x) { return (x + 15) & ~(size_t)15; }
 
-static tcuda_status coalesced_impl(const char *func, const tc_opts *o, const tc_tensor *ts, size_t n,
+static tcuda_status coalesced_impl(const char *F, int engine, const tc_tensor *ts, size_t n,
                                    const int *devices, size_t ndev, size_t buffer_size, DLManagedTensor **out) {
-  tcuda_status st = TCUDA_SUCCESS;
-  for (size_t i = 0; i < n && !st; i++) st = mt_out(func, &ts[i], NULL, &out[i]);
-  if (st || ndev == 1 || !n) return st;
+  tcuda_status s = TCUDA_SUCCESS;
+  for (size_t i = 0; i < n && !s; i++) s = tc_comm_out(F, &ts[i], NULL, &out[i]);
+  if (s || ndev == 1 || !n) return s;
 
   int src_dev = devices[0];
   int *keys = malloc(n * sizeof *keys);
   uint64_t *bytes = malloc(n * sizeof *bytes);
   size_t *bucket = malloc(n * sizeof *bucket), *offset = malloc(n * sizeof *offset);
-  if (!keys || !bytes || !bucket || !offset) st = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
+  if (!keys || !bytes || !bucket || !offset) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
   size_t nb = 0;
-  if (!st) {
+  if (!s) {
     for (size_t i = 0; i < n; i++) {
       keys[i] = tc_dtype_rank(ts[i].dtype);
       bytes[i] = (uint64_t)(ts[i].numel * ts[i].elem_size);
     }
     nb = tc_take_tensors(TC_TAKE_CPP, keys, bytes, n, buffer_size, bucket);
-    if (nb == (size_t)-1) st = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
+    if (nb == (size_t)-1) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
   }
-  size_t *bsize = st ? NULL : calloc(nb ? nb : 1, sizeof *bsize);
-  if (!st && !bsize) st = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  if (!st) /* 16-byte aligned slots inside each bucket: vector copies */
+  size_t *bsize = s ? NULL : calloc(nb ? nb : 1, sizeof *bsize);
+  if (!s && !bsize) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  if (!s) /* 16-byte aligned slots inside each bucket: vector copies */
     for (size_t i = 0; i < n; i++) {
       offset[i] = bsize[bucket[i]];
       bsize[bucket[i]] = align16(bsize[bucket[i]] + bytes[i]);
@@ -947,72 +241,72 @@ static tcuda_status coalesced_impl(const char *func, const tc_opts *o, const tc_
   int all_contig = 1;
   for (size_t i = 0; i < n; i++)
     if (!tc_tensor_contiguous(&ts[i])) all_contig = 0;
-  int push = ndev == 2 && devices[1] != src_dev && o->engine != ENG_NCCL && !o->ce && all_contig &&
-             peer_ok(src_dev, devices[1]);
-  int use_nccl = !push && unique && o->engine != ENG_COPY && tc_nccl_available();
+  int push = ndev == 2 && devices[1] != src_dev && engine != TCUDA_COMM_ENGINE_NCCL && all_contig &&
+             tc_comm_peer_ok(src_dev, devices[1]);
+  int use_nccl = !push && unique && engine != TCUDA_COMM_ENGINE_COPY && tc_nccl_available();
 
   /* bufs[b][d]: the bucket's buffer on devices[d]; d = 0 is the packed
    * source (only when packing) */
-  void **bufs = st ? NULL : calloc(nb * ndev + 1, sizeof *bufs);
-  tc_buf **owners = st ? NULL : calloc(nb * ndev + 1, sizeof *owners);
-  if (!st && (!bufs || !owners)) st = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  tcuda_stream_t ss = cur(src_dev);
-  for (size_t b = 0; b < nb && !st; b++)
-    for (size_t d = push ? 1 : 0; d < ndev && !st; d++) {
-      st = dev_alloc(func, &bufs[b * ndev + d], bsize[b], devices[d], cur(devices[d]));
-      if (!st && d) st = buf_wrap(func, bufs[b * ndev + d], 0, &owners[b * ndev + d]);
+  void **bufs = s ? NULL : calloc(nb * ndev + 1, sizeof *bufs);
+  tc_buf **owners = s ? NULL : calloc(nb * ndev + 1, sizeof *owners);
+  if (!s && (!bufs || !owners)) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  tcuda_stream_t ss = tc_comm_cur(src_dev);
+  for (size_t b = 0; b < nb && !s; b++)
+    for (size_t d = push ? 1 : 0; d < ndev && !s; d++) {
+      s = tc_comm_dev_alloc(F, &bufs[b * ndev + d], bsize[b], devices[d], tc_comm_cur(devices[d]));
+      if (!s && d) s = tc_comm_buf_wrap(F, bufs[b * ndev + d], 0, &owners[b * ndev + d]);
     }
   /* outputs: contiguous views into the bucket buffers */
-  for (size_t d = 1; d < ndev && !st; d++)
-    for (size_t i = 0; i < n && !st; i++) {
+  for (size_t d = 1; d < ndev && !s; d++)
+    for (size_t i = 0; i < n && !s; i++) {
       size_t k = bucket[i] * ndev + d;
-      tc_tensor v = contig_like(&ts[i], (char *)bufs[k] + offset[i], devices[d]);
-      st = mt_out(func, &v, owners[k], &out[d * n + i]);
+      tc_tensor v = tc_comm_contig_like(&ts[i], (char *)bufs[k] + offset[i], devices[d]);
+      s = tc_comm_out(F, &v, owners[k], &out[d * n + i]);
     }
-  tc_copy_item *items = st ? NULL : malloc(n * sizeof *items);
-  if (!st && !items) st = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  if (!st && push) {
-    tcuda_stream_t ds = cur(devices[1]);
+  tc_copy_item *items = s ? NULL : malloc(n * sizeof *items);
+  if (!s && !items) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  if (!s && push) {
+    tcuda_stream_t ds = tc_comm_cur(devices[1]);
     for (size_t i = 0; i < n; i++)
       items[i] = (tc_copy_item){ts[i].data, (char *)bufs[bucket[i] * ndev + 1] + offset[i], bytes[i]};
-    st = wait_stream(ss, ds);
-    if (!st) st = multicopy(func, items, n, ss);
-    tcuda_status s2 = wait_stream(ds, ss);
-    if (!st) st = s2;
-  } else if (!st) {
+    s = tc_comm_wait(ss, ds);
+    if (!s) s = tc_comm_multicopy(F, items, n, ss);
+    tcuda_status s2 = tc_comm_wait(ds, ss);
+    if (!s) s = s2;
+  } else if (!s) {
     /* pack every bucket on the source: contiguous tensors in one launch */
     size_t ni = 0;
-    for (size_t i = 0; i < n && !st; i++) {
+    for (size_t i = 0; i < n && !s; i++) {
       char *dst = (char *)bufs[bucket[i] * ndev] + offset[i];
       if (tc_tensor_contiguous(&ts[i])) items[ni++] = (tc_copy_item){ts[i].data, dst, bytes[i]};
       else {
-        tc_tensor c = contig_like(&ts[i], dst, src_dev);
-        st = copy_view(func, o, &c, ss, &ts[i], ss);
+        tc_tensor c = tc_comm_contig_like(&ts[i], dst, src_dev);
+        s = tc_comm_copy_view(F, &c, ss, &ts[i], ss);
       }
     }
-    if (!st) st = multicopy(func, items, ni, ss);
-    if (!st && use_nccl) {
+    if (!s) s = tc_comm_multicopy(F, items, ni, ss);
+    if (!s && use_nccl) {
       tcuda_stream_t streams[TC_MAX_DEVICES];
-      for (size_t d = 0; d < ndev; d++) streams[d] = cur(devices[d]);
-      st = tc_nccl_broadcast_many(func, (int)ndev, devices, nb, bufs, bsize, streams);
+      for (size_t d = 0; d < ndev; d++) streams[d] = tc_comm_cur(devices[d]);
+      s = tc_nccl_broadcast_many(F, (int)ndev, devices, nb, bufs, bsize, streams);
     } else {
-      for (size_t d = 1; d < ndev && !st; d++) {
-        tcuda_stream_t ds = cur(devices[d]);
+      for (size_t d = 1; d < ndev && !s; d++) {
+        tcuda_stream_t ds = tc_comm_cur(devices[d]);
         int cross = devices[d] != src_dev;
-        if (cross && (st = wait_stream(ss, ds))) break;
+        if (cross && (s = tc_comm_wait(ss, ds))) break;
         tcuda_stream_t w = cross ? ss : ds;
-        for (size_t b = 0; b < nb && !st; b++)
-          st = copy_bytes(func, o, bufs[b * ndev + d], devices[d], bufs[b * ndev], src_dev, bsize[b], w);
+        for (size_t b = 0; b < nb && !s; b++)
+          s = tc_comm_copy_bytes(F, bufs[b * ndev + d], devices[d], bufs[b * ndev], src_dev, bsize[b], w);
         if (cross) {
-          tcuda_status s2 = wait_stream(ds, ss);
-          if (!st) st = s2;
+          tcuda_status s2 = tc_comm_wait(ds, ss);
+          if (!s) s = s2;
         }
       }
     }
   }
   /* the packed source buffers were used on the source's stream only */
-  for (size_t b = 0; bufs && !push && b < nb; b++) dev_free(bufs[b * ndev]);
-  for (size_t k = 0; owners && k < nb * ndev; k++) buf_unref(owners[k]);
+  for (size_t b = 0; bufs && !push && b < nb; b++) tc_comm_dev_free(bufs[b * ndev]);
+  for (size_t k = 0; owners && k < nb * ndev; k++) tc_comm_buf_unref(owners[k]);
   free(items);
   free(bufs);
   free(owners);
@@ -1021,153 +315,150 @@ static tcuda_status coalesced_impl(const char *func, const tc_opts *o, const tc_
   free(bytes);
   free(bucket);
   free(offset);
-  return st;
+  return s;
 }
 
 tcuda_status tcuda_comm_broadcast_coalesced(const tcuda_dltensor_t *const *tensors, size_t ntensors,
                                             const int *devices, size_t ndevices, size_t buffer_size,
                                             DLManagedTensor **out) {
-  const char *func = "tcuda_comm_broadcast_coalesced";
-  tc_opts o;
+  const char *F = "tcuda_comm_broadcast_coalesced";
+  int engine = engine_now();
   tc_tensor *ts = NULL;
-  tcuda_status st = TCUDA_SUCCESS;
+  tcuda_status s = TCUDA_SUCCESS;
   if (ntensors && !(ts = malloc(ntensors * sizeof *ts)))
-    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  st = tc_tensors_from_dl(func, "tensors", (const DLTensor *const *)tensors, ntensors, ts);
-  if (!st) st = tc_check_broadcast_coalesced(func, ts, ntensors, devices, ndevices);
-  if (!st && ntensors && !out) st = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: out is NULL", func);
-  if (!st && ndevices > TC_MAX_DEVICES)
-    st = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %zu devices (at most %d)", func, ndevices, TC_MAX_DEVICES);
-  if (!st) st = get_opts(func, &o);
-  if (!st) st = tc_lazy_init(func);
-  for (size_t i = 0; i < ndevices && !st; i++) st = check_device(func, "device", devices[i]);
-  if (!st && ntensors) {
+    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  s = tc_tensors_from_dl(F, "tensors", (const DLTensor *const *)tensors, ntensors, ts);
+  if (!s) s = tc_check_broadcast_coalesced(F, ts, ntensors, devices, ndevices);
+  if (!s && ntensors && !out) s = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: out is NULL", F);
+  if (!s && ndevices > TC_MAX_DEVICES)
+    s = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %zu devices (at most %d)", F, ndevices, TC_MAX_DEVICES);
+  if (!s) s = tc_lazy_init(F);
+  for (size_t i = 0; i < ndevices && !s; i++) s = check_device(F, "device", devices[i]);
+  if (!s && ntensors) {
     memset(out, 0, ndevices * ntensors * sizeof *out);
-    TC_ANNOTATE_BEGIN(func);
-    st = coalesced_impl(func, &o, ts, ntensors, devices, ndevices, buffer_size, out);
-    if (st) release_all(out, ndevices * ntensors);
+    TC_ANNOTATE_BEGIN(F);
+    s = coalesced_impl(F, engine, ts, ntensors, devices, ndevices, buffer_size, out);
+    if (s) tc_comm_release_all(out, ndevices * ntensors);
     TC_ANNOTATE_END();
   }
   free(ts);
-  return st;
+  return s;
 }
 
 /* ---------------------------------------------------------------------
  * reduce_add
  * --------------------------------------------------------------------- */
 /* Contiguous copies of the non-contiguous inputs, each on its own device. */
-static tcuda_status contiguous_inputs(const char *func, const tc_opts *o, const tc_tensor *in, size_t n,
-                                      const void **ptrs, void **tmps) {
-  tcuda_status st = TCUDA_SUCCESS;
-  for (size_t i = 0; i < n && !st; i++) {
+static tcuda_status contiguous_inputs(const char *F, const tc_tensor *in, size_t n, const void **ptrs,
+                                      void **tmps) {
+  tcuda_status s = TCUDA_SUCCESS;
+  for (size_t i = 0; i < n && !s; i++) {
     tmps[i] = NULL;
     ptrs[i] = in[i].data;
     if (tc_tensor_contiguous(&in[i])) continue;
-    tcuda_stream_t s = cur(in[i].device);
-    st = dev_alloc(func, &tmps[i], (size_t)(in[i].numel * in[i].elem_size), in[i].device, s);
-    tc_tensor c = contig_like(&in[i], tmps[i], in[i].device);
-    if (!st) st = copy_view(func, o, &c, s, &in[i], s);
+    tcuda_stream_t strm = tc_comm_cur(in[i].device);
+    s = tc_comm_dev_alloc(F, &tmps[i], (size_t)(in[i].numel * in[i].elem_size), in[i].device, strm);
+    tc_tensor c = tc_comm_contig_like(&in[i], tmps[i], in[i].device);
+    if (!s) s = tc_comm_copy_view(F, &c, strm, &in[i], strm);
     ptrs[i] = tmps[i];
   }
-  return st;
+  return s;
 }
 
 tcuda_status tcuda_comm_reduce_add(const tcuda_dltensor_t *const *inputs, size_t ninputs, int destination,
                                    DLManagedTensor **out) {
-  const char *func = "tcuda_comm_reduce_add";
-  TC_CHECK_ARG(func, out, "out");
-  tc_opts o;
+  const char *F = "tcuda_comm_reduce_add";
+  TC_CHECK_ARG(F, out, "out");
+  int engine = engine_now();
   tc_tensor *in = NULL;
   size_t root = 0;
-  tcuda_status st = TCUDA_SUCCESS;
+  tcuda_status s = TCUDA_SUCCESS;
   if (ninputs && !(in = malloc(ninputs * sizeof *in)))
-    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  st = tc_tensors_from_dl(func, "inputs", (const DLTensor *const *)inputs, ninputs, in);
-  if (!st && ninputs > TC_MAX_DEVICES)
-    st = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %zu inputs (at most %d)", func, ninputs, TC_MAX_DEVICES);
-  if (!st && destination < -1)
-    st = tc_error(TCUDA_ERROR_INVALID_DEVICE, "%s: destination %d is not a device (-1 is the current one)", func,
-                  destination);
-  if (!st) st = get_opts(func, &o);
-  if (!st && destination == -1) st = tcuda_current_device(&destination);
-  if (!st) st = tc_check_reduce_add(func, in, ninputs, destination, &root);
-  if (!st) st = tc_lazy_init(func);
-  if (!st) st = check_tensor_devices(func, "input device", in, ninputs);
-  if (st) { free(in); return st; }
+    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  s = tc_tensors_from_dl(F, "inputs", (const DLTensor *const *)inputs, ninputs, in);
+  if (!s && ninputs > TC_MAX_DEVICES)
+    s = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %zu inputs (at most %d)", F, ninputs, TC_MAX_DEVICES);
+  if (!s && destination < -1)
+    s = tc_error(TCUDA_ERROR_INVALID_DEVICE, "%s: destination %d is not a device (-1 is the current one)", F,
+                 destination);
+  if (!s && destination == -1) s = tcuda_current_device(&destination);
+  if (!s) s = tc_check_reduce_add(F, in, ninputs, destination, &root);
+  if (!s) s = tc_lazy_init(F);
+  if (!s) s = check_tensor_devices(F, "input device", in, ninputs);
+  if (s) { free(in); return s; }
   *out = NULL;
   if (ninputs == 1) {
-    st = mt_out(func, &in[0], NULL, out);
+    s = tc_comm_out(F, &in[0], NULL, out);
     free(in);
-    return st;
+    return s;
   }
-  TC_ANNOTATE_BEGIN(func);
+  TC_ANNOTATE_BEGIN(F);
   const tc_tensor **list = malloc(ninputs * sizeof *list);
   const void **ptrs = malloc(ninputs * sizeof *ptrs);
   void **tmps = calloc(ninputs, sizeof *tmps);
   int *devs = malloc(ninputs * sizeof *devs);
   void *res = NULL;
   tc_buf *b = NULL;
-  if (!list || !ptrs || !tmps || !devs) st = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  if (!st) {
+  if (!list || !ptrs || !tmps || !devs) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  if (!s) {
     for (size_t i = 0; i < ninputs; i++) {
       list[i] = &in[i];
       devs[i] = in[i].device;
     }
     int nccl_ok = nccl_shape_ok(list, ninputs);
-    st = dev_alloc(func, &res, (size_t)(in[0].numel * in[0].elem_size), destination, cur(destination));
-    if (!st) st = buf_wrap(func, res, 0, &b);
-    if (!st) st = contiguous_inputs(func, &o, in, ninputs, ptrs, tmps);
-    if (!st && in[0].numel)
-      st = reduce_flat(func, &o, ninputs, devs, ptrs, root, (size_t)in[0].numel, in[0].dtype, res, nccl_ok);
-    tc_tensor r = contig_like(&in[0], res, destination);
-    if (!st) st = mt_out(func, &r, b, out);
-    for (size_t i = 0; i < ninputs; i++) dev_free(tmps[i]);
+    s = tc_comm_dev_alloc(F, &res, (size_t)(in[0].numel * in[0].elem_size), destination, tc_comm_cur(destination));
+    if (!s) s = tc_comm_buf_wrap(F, res, 0, &b);
+    if (!s) s = contiguous_inputs(F, in, ninputs, ptrs, tmps);
+    if (!s && in[0].numel)
+      s = tc_comm_reduce_flat(F, engine, ninputs, devs, ptrs, root, (size_t)in[0].numel, in[0].dtype, res, nccl_ok);
+    tc_tensor r = tc_comm_contig_like(&in[0], res, destination);
+    if (!s) s = tc_comm_out(F, &r, b, out);
+    for (size_t i = 0; i < ninputs; i++) tc_comm_dev_free(tmps[i]);
   }
-  buf_unref(b);
+  tc_comm_buf_unref(b);
   free(list);
   free(ptrs);
   free(tmps);
   free(devs);
   free(in);
   TC_ANNOTATE_END();
-  return st;
+  return s;
 }
 
 tcuda_status tcuda_comm_reduce_add_coalesced(const tcuda_dltensor_t *const *inputs, size_t ngpus, size_t ntensors,
                                              int destination, size_t buffer_size, DLManagedTensor **out) {
-  const char *func = "tcuda_comm_reduce_add_coalesced";
-  tc_opts o;
+  const char *F = "tcuda_comm_reduce_add_coalesced";
+  int engine = engine_now();
   size_t total = ngpus * ntensors;
-  if (ngpus && total / ngpus != ntensors) return tc_error(TCUDA_ERROR_OVERFLOW, "%s: ngpus * ntensors overflows", func);
-  if (total && !out) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: out is NULL", func);
+  if (ngpus && total / ngpus != ntensors) return tc_error(TCUDA_ERROR_OVERFLOW, "%s: ngpus * ntensors overflows", F);
+  if (total && !out) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: out is NULL", F);
   if (ngpus > TC_MAX_DEVICES)
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %zu GPUs (at most %d)", func, ngpus, TC_MAX_DEVICES);
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %zu GPUs (at most %d)", F, ngpus, TC_MAX_DEVICES);
   if (destination < -1)
-    return tc_error(TCUDA_ERROR_INVALID_DEVICE, "%s: destination %d is not a device (-1 is the current one)", func,
+    return tc_error(TCUDA_ERROR_INVALID_DEVICE, "%s: destination %d is not a device (-1 is the current one)", F,
                     destination);
   tc_tensor *in = total ? malloc(total * sizeof *in) : NULL;
-  if (total && !in) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  tcuda_status st = tc_tensors_from_dl(func, "inputs", (const DLTensor *const *)inputs, total, in);
-  if (!st) st = get_opts(func, &o);
-  if (!st && total && destination == -1) st = tcuda_current_device(&destination);
-  if (!st) st = tc_check_reduce_add_coalesced(func, in, ngpus, ntensors, destination);
-  if (!st && total) st = tc_lazy_init(func);
-  if (!st) st = check_tensor_devices(func, "input device", in, total);
-  if (st || !total) { free(in); return st; }
+  if (total && !in) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  tcuda_status s = tc_tensors_from_dl(F, "inputs", (const DLTensor *const *)inputs, total, in);
+  if (!s && total && destination == -1) s = tcuda_current_device(&destination);
+  if (!s) s = tc_check_reduce_add_coalesced(F, in, ngpus, ntensors, destination);
+  if (!s && total) s = tc_lazy_init(F);
+  if (!s) s = check_tensor_devices(F, "input device", in, total);
+  if (s || !total) { free(in); return s; }
   memset(out, 0, ntensors * sizeof *out);
   if (ngpus == 1) { /* reduce_add of one input returns it: views */
-    for (size_t i = 0; i < ntensors && !st; i++) st = mt_out(func, &in[i], NULL, &out[i]);
-    if (st) release_all(out, ntensors);
+    for (size_t i = 0; i < ntensors && !s; i++) s = tc_comm_out(F, &in[i], NULL, &out[i]);
+    if (s) tc_comm_release_all(out, ntensors);
     free(in);
-    return st;
+    return s;
   }
-  TC_ANNOTATE_BEGIN(func);
+  TC_ANNOTATE_BEGIN(F);
   int *keys = malloc(ntensors * sizeof *keys);
   uint64_t *bytes = malloc(ntensors * sizeof *bytes);
   size_t *bucket = malloc(ntensors * sizeof *bucket), *offset = malloc(ntensors * sizeof *offset);
   tc_copy_item *items = malloc(ntensors * sizeof *items);
   if (!keys || !bytes || !bucket || !offset || !items)
-    st = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
+    s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
   size_t nb = 0, root = 0;
   int devs[TC_MAX_DEVICES];
   const tc_tensor *heads[TC_MAX_DEVICES];
@@ -1176,16 +467,16 @@ tcuda_status tcuda_comm_reduce_add_coalesced(const tcuda_dltensor_t *const *inpu
     heads[g] = &in[g * ntensors];
     if (devs[g] == destination) root = g;
   }
-  if (!st) {
+  if (!s) {
     for (size_t i = 0; i < ntensors; i++) {
       keys[i] = tc_dtype_rank(in[i].dtype);
       bytes[i] = (uint64_t)(in[i].numel * in[i].elem_size);
     }
     nb = tc_take_tensors(TC_TAKE_PY, keys, bytes, ntensors, buffer_size, bucket);
-    if (nb == (size_t)-1) st = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
+    if (nb == (size_t)-1) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
   }
   int nccl_ok = nccl_shape_ok(heads, ngpus);
-  for (size_t b = 0; b < nb && !st; b++) {
+  for (size_t b = 0; b < nb && !s; b++) {
     /* flatten the bucket on each GPU (PyTorch's _flatten_dense_tensors:
      * no padding; a single contiguous tensor is used as is) */
     size_t count = 0, first = (size_t)-1, members = 0;
@@ -1201,41 +492,41 @@ tcuda_status tcuda_comm_reduce_add_coalesced(const tcuda_dltensor_t *const *inpu
     size_t es = (size_t)tc_dtype_size(dt);
     const void *ptrs[TC_MAX_DEVICES];
     void *flat[TC_MAX_DEVICES] = {0};
-    for (size_t g = 0; g < ngpus && !st; g++) {
+    for (size_t g = 0; g < ngpus && !s; g++) {
       const tc_tensor *row = in + g * ntensors;
       if (members == 1 && tc_tensor_contiguous(&row[first])) {
         ptrs[g] = row[first].data;
         continue;
       }
-      tcuda_stream_t s = cur(devs[g]);
-      st = dev_alloc(func, &flat[g], count * es, devs[g], s);
+      tcuda_stream_t strm = tc_comm_cur(devs[g]);
+      s = tc_comm_dev_alloc(F, &flat[g], count * es, devs[g], strm);
       size_t ni = 0;
-      for (size_t i = 0; i < ntensors && !st; i++) {
+      for (size_t i = 0; i < ntensors && !s; i++) {
         if (bucket[i] != b) continue;
         char *dst = (char *)flat[g] + offset[i] * es;
         if (tc_tensor_contiguous(&row[i])) items[ni++] = (tc_copy_item){row[i].data, dst, bytes[i]};
         else {
-          tc_tensor c = contig_like(&row[i], dst, devs[g]);
-          st = copy_view(func, &o, &c, s, &row[i], s);
+          tc_tensor c = tc_comm_contig_like(&row[i], dst, devs[g]);
+          s = tc_comm_copy_view(F, &c, strm, &row[i], strm);
         }
       }
-      if (!st) st = multicopy(func, items, ni, s);
+      if (!s) s = tc_comm_multicopy(F, items, ni, strm);
       ptrs[g] = flat[g];
     }
     void *res = NULL;
     tc_buf *owner = NULL;
-    if (!st) st = dev_alloc(func, &res, count * es, destination, cur(destination));
-    if (!st) st = buf_wrap(func, res, 0, &owner);
-    if (!st && count) st = reduce_flat(func, &o, ngpus, devs, ptrs, root, count, dt, res, nccl_ok);
-    for (size_t i = 0; i < ntensors && !st; i++) {
+    if (!s) s = tc_comm_dev_alloc(F, &res, count * es, destination, tc_comm_cur(destination));
+    if (!s) s = tc_comm_buf_wrap(F, res, 0, &owner);
+    if (!s && count) s = tc_comm_reduce_flat(F, engine, ngpus, devs, ptrs, root, count, dt, res, nccl_ok);
+    for (size_t i = 0; i < ntensors && !s; i++) {
       if (bucket[i] != b) continue;
-      tc_tensor v = contig_like(&in[i], (char *)res + offset[i] * es, destination);
-      st = mt_out(func, &v, owner, &out[i]);
+      tc_tensor v = tc_comm_contig_like(&in[i], (char *)res + offset[i] * es, destination);
+      s = tc_comm_out(F, &v, owner, &out[i]);
     }
-    buf_unref(owner);
-    for (size_t g = 0; g < ngpus; g++) dev_free(flat[g]);
+    tc_comm_buf_unref(owner);
+    for (size_t g = 0; g < ngpus; g++) tc_comm_dev_free(flat[g]);
   }
-  if (st) release_all(out, ntensors);
+  if (s) tc_comm_release_all(out, ntensors);
   free(keys);
   free(bytes);
   free(bucket);
@@ -1243,174 +534,167 @@ tcuda_status tcuda_comm_reduce_add_coalesced(const tcuda_dltensor_t *const *inpu
   free(items);
   free(in);
   TC_ANNOTATE_END();
-  return st;
+  return s;
 }
 
 /* ---------------------------------------------------------------------
  * scatter
  * --------------------------------------------------------------------- */
-static tcuda_status check_user_stream(const char *func, const tcuda_stream_t *const *streams, size_t i, int device) {
+static tcuda_status check_user_stream(const char *F, const tcuda_stream_t *const *streams, size_t i, int device) {
   if (!streams || !streams[i]) return TCUDA_SUCCESS;
-  return tc_check_scatter_stream(func, i, streams[i]->device, device);
+  return tc_check_scatter_stream(F, i, streams[i]->device, device);
 }
 
 tcuda_status tcuda_comm_scatter(const tcuda_dltensor_t *tensor, const int *devices, size_t ndevices,
                                 const int64_t *chunk_sizes, size_t nchunk_sizes, int64_t dim,
                                 const tcuda_stream_t *const *streams, DLManagedTensor **out, size_t *nout) {
-  const char *func = "tcuda_comm_scatter";
+  const char *F = "tcuda_comm_scatter";
   tc_tensor src;
-  tc_opts o;
   int wdim;
   size_t nchunks = 0;
-  TC_CHECK_ARG(func, out, "out");
-  TC_CHECK_ARG(func, nout, "nout");
-  tcuda_status st = tc_tensor_from_dl(func, "tensor", (size_t)-1, (const DLTensor *)tensor, &src);
-  if (st) return st;
-  if (ndevices && !devices) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: devices is NULL", func);
+  TC_CHECK_ARG(F, out, "out");
+  TC_CHECK_ARG(F, nout, "nout");
+  tcuda_status s = tc_tensor_from_dl(F, "tensor", (size_t)-1, (const DLTensor *)tensor, &src);
+  if (s) return s;
+  if (ndevices && !devices) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: devices is NULL", F);
   int64_t *sizes = malloc((ndevices ? ndevices : 1) * sizeof *sizes);
-  if (!sizes) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  st = tc_plan_scatter(func, &src, ndevices, chunk_sizes, nchunk_sizes, dim, &wdim, sizes, &nchunks);
-  for (size_t i = 0; i < nchunks && !st; i++) {
+  if (!sizes) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  s = tc_plan_scatter(F, &src, ndevices, chunk_sizes, nchunk_sizes, dim, &wdim, sizes, &nchunks);
+  for (size_t i = 0; i < nchunks && !s; i++) {
     if (src.on_gpu && devices[i] == src.device) continue;
-    st = check_user_stream(func, streams, i, devices[i]);
-    if (!st && devices[i] < 0)
-      st = tc_error(TCUDA_ERROR_INVALID_DEVICE, "%s: Expected non-negative device index, but got %d", func, devices[i]);
+    s = check_user_stream(F, streams, i, devices[i]);
+    if (!s && devices[i] < 0)
+      s = tc_error(TCUDA_ERROR_INVALID_DEVICE, "%s: Expected non-negative device index, but got %d", F, devices[i]);
   }
-  if (!st) st = get_opts(func, &o);
-  if (!st) st = tc_lazy_init(func);
-  if (!st) st = check_tensor_devices(func, "tensor device", &src, 1);
-  for (size_t i = 0; i < nchunks && !st; i++) {
-    st = check_device(func, "device", devices[i]);
-    if (!st && streams && streams[i] && !(src.on_gpu && devices[i] == src.device))
-      st = tc_stream_check(func, "streams[i]", *streams[i]);
+  if (!s) s = tc_lazy_init(F);
+  if (!s) s = check_tensor_devices(F, "tensor device", &src, 1);
+  for (size_t i = 0; i < nchunks && !s; i++) {
+    s = check_device(F, "device", devices[i]);
+    if (!s && streams && streams[i] && !(src.on_gpu && devices[i] == src.device))
+      s = tc_stream_check(F, "streams[i]", *streams[i]);
   }
-  if (st) { free(sizes); return st; }
-  TC_ANNOTATE_BEGIN(func);
+  if (s) { free(sizes); return s; }
+  TC_ANNOTATE_BEGIN(F);
   memset(out, 0, nchunks * sizeof *out);
   int64_t start = 0;
-  for (size_t i = 0; i < nchunks && !st; i++) {
+  for (size_t i = 0; i < nchunks && !s; i++) {
     tc_tensor chunk;
     tc_tensor_narrow(&src, wdim, start, sizes[i], &chunk);
     start += sizes[i];
     int d = devices[i];
     if (src.on_gpu && d == src.device) {
-      st = mt_out(func, &chunk, NULL, &out[i]);
+      s = tc_comm_out(F, &chunk, NULL, &out[i]);
       continue;
     }
-    tcuda_stream_t ds = streams && streams[i] ? *streams[i] : cur(d);
+    tcuda_stream_t ds = streams && streams[i] ? *streams[i] : tc_comm_cur(d);
     /* memory_format=Preserve: a dense chunk keeps its strides */
     tc_tensor dst = chunk;
     if (!tc_tensor_dense(&chunk)) tc_contiguous_strides(chunk.ndim, chunk.shape, dst.strides);
     void *p = NULL;
     tc_buf *b = NULL;
-    st = dev_alloc(func, &p, (size_t)(chunk.numel * chunk.elem_size), d, ds);
-    if (!st) st = buf_wrap(func, p, 0, &b);
-    if (st) break;
+    s = tc_comm_dev_alloc(F, &p, (size_t)(chunk.numel * chunk.elem_size), d, ds);
+    if (!s) s = tc_comm_buf_wrap(F, p, 0, &b);
+    if (s) break;
     dst.data = p;
     dst.on_gpu = 1;
     dst.device = d;
     dst.dev_type = TC_DL_CUDA;
-    st = copy_view(func, &o, &dst, ds, &chunk, src.on_gpu ? cur(src.device) : ds);
-    if (!st) st = mt_out(func, &dst, b, &out[i]);
-    buf_unref(b);
+    s = tc_comm_copy_view(F, &dst, ds, &chunk, src.on_gpu ? tc_comm_cur(src.device) : ds);
+    if (!s) s = tc_comm_out(F, &dst, b, &out[i]);
+    tc_comm_buf_unref(b);
   }
-  if (st) release_all(out, nchunks);
+  if (s) tc_comm_release_all(out, nchunks);
   else *nout = nchunks;
   free(sizes);
   TC_ANNOTATE_END();
-  return st;
+  return s;
 }
 
 tcuda_status tcuda_comm_scatter_out(const tcuda_dltensor_t *tensor, const tcuda_dltensor_t *const *out, size_t nout,
                                     int64_t dim, const tcuda_stream_t *const *streams) {
-  const char *func = "tcuda_comm_scatter_out";
+  const char *F = "tcuda_comm_scatter_out";
   tc_tensor src, *outs = NULL;
-  tc_opts o;
   int wdim;
-  tcuda_status st = tc_tensor_from_dl(func, "tensor", (size_t)-1, (const DLTensor *)tensor, &src);
-  if (st) return st;
+  tcuda_status s = tc_tensor_from_dl(F, "tensor", (size_t)-1, (const DLTensor *)tensor, &src);
+  if (s) return s;
   if (nout && !(outs = malloc(nout * sizeof *outs)))
-    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  st = tc_tensors_from_dl(func, "out", (const DLTensor *const *)out, nout, outs);
-  if (!st) st = tc_plan_scatter_out(func, &src, outs, nout, dim, &wdim);
-  for (size_t i = 0; i < nout && !st; i++) st = check_user_stream(func, streams, i, outs[i].device);
-  if (!st) st = get_opts(func, &o);
-  if (!st) st = tc_lazy_init(func);
-  if (!st) st = check_tensor_devices(func, "tensor device", &src, 1);
-  if (!st) st = check_tensor_devices(func, "output device", outs, nout);
-  for (size_t i = 0; i < nout && !st; i++)
-    if (streams && streams[i]) st = tc_stream_check(func, "streams[i]", *streams[i]);
-  if (st) { free(outs); return st; }
-  TC_ANNOTATE_BEGIN(func);
+    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  s = tc_tensors_from_dl(F, "out", (const DLTensor *const *)out, nout, outs);
+  if (!s) s = tc_plan_scatter_out(F, &src, outs, nout, dim, &wdim);
+  for (size_t i = 0; i < nout && !s; i++) s = check_user_stream(F, streams, i, outs[i].device);
+  if (!s) s = tc_lazy_init(F);
+  if (!s) s = check_tensor_devices(F, "tensor device", &src, 1);
+  if (!s) s = check_tensor_devices(F, "output device", outs, nout);
+  for (size_t i = 0; i < nout && !s; i++)
+    if (streams && streams[i]) s = tc_stream_check(F, "streams[i]", *streams[i]);
+  if (s) { free(outs); return s; }
+  TC_ANNOTATE_BEGIN(F);
   int64_t start = 0;
-  for (size_t i = 0; i < nout && !st; i++) {
+  for (size_t i = 0; i < nout && !s; i++) {
     tc_tensor chunk;
     tc_tensor_narrow(&src, wdim, start, outs[i].shape[wdim], &chunk);
     start += outs[i].shape[wdim];
-    tcuda_stream_t ds = streams && streams[i] ? *streams[i] : cur(outs[i].device);
-    st = copy_view(func, &o, &outs[i], ds, &chunk, src.on_gpu ? cur(src.device) : ds);
+    tcuda_stream_t ds = streams && streams[i] ? *streams[i] : tc_comm_cur(outs[i].device);
+    s = tc_comm_copy_view(F, &outs[i], ds, &chunk, src.on_gpu ? tc_comm_cur(src.device) : ds);
   }
   free(outs);
   TC_ANNOTATE_END();
-  return st;
+  return s;
 }
 
 /* ---------------------------------------------------------------------
  * gather
  * --------------------------------------------------------------------- */
-static tcuda_status gather_into(const char *func, const tc_opts *o, const tc_tensor *ts, size_t n, int wdim,
-                                const tc_tensor *res) {
-  tcuda_status st = TCUDA_SUCCESS;
+static tcuda_status gather_into(const char *F, const tc_tensor *ts, size_t n, int wdim, const tc_tensor *res) {
+  tcuda_status s = TCUDA_SUCCESS;
   int64_t start = 0;
-  for (size_t i = 0; i < n && !st; i++) {
+  for (size_t i = 0; i < n && !s; i++) {
     tc_tensor slice;
     tc_tensor_narrow(res, wdim, start, ts[i].shape[wdim], &slice);
     start += ts[i].shape[wdim];
-    tcuda_stream_t ss = cur(ts[i].device);
-    st = copy_view(func, o, &slice, res->on_gpu ? cur(res->device) : ss, &ts[i], ss);
+    tcuda_stream_t ss = tc_comm_cur(ts[i].device);
+    s = tc_comm_copy_view(F, &slice, res->on_gpu ? tc_comm_cur(res->device) : ss, &ts[i], ss);
   }
   /* a host result is complete on return, as PyTorch's blocking copy */
-  for (size_t i = 0; i < n && !st && !res->on_gpu; i++) {
+  for (size_t i = 0; i < n && !s && !res->on_gpu; i++) {
     int dup = 0;
     for (size_t j = 0; j < i; j++)
       if (ts[j].device == ts[i].device) dup = 1;
-    if (!dup) st = sync_stream(func, cur(ts[i].device));
+    if (!dup) s = tc_comm_sync(F, tc_comm_cur(ts[i].device));
   }
-  return st;
+  return s;
 }
 
-static tcuda_status gather_prepare(const char *func, const tcuda_dltensor_t *const *tensors, size_t n, int64_t dim,
-                                   tc_tensor **ts, int *wdim, int64_t *shape, tc_opts *o) {
+static tcuda_status gather_prepare(const char *F, const tcuda_dltensor_t *const *tensors, size_t n, int64_t dim,
+                                   tc_tensor **ts, int *wdim, int64_t *shape) {
   *ts = NULL;
   if (n && !(*ts = malloc(n * sizeof **ts)))
-    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  tcuda_status st = tc_tensors_from_dl(func, "tensors", (const DLTensor *const *)tensors, n, *ts);
-  if (!st) st = tc_plan_gather(func, *ts, n, dim, wdim, shape);
-  if (!st) st = get_opts(func, o);
-  if (st) { free(*ts); *ts = NULL; }
-  return st;
+    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  tcuda_status s = tc_tensors_from_dl(F, "tensors", (const DLTensor *const *)tensors, n, *ts);
+  if (!s) s = tc_plan_gather(F, *ts, n, dim, wdim, shape);
+  if (s) { free(*ts); *ts = NULL; }
+  return s;
 }
 
 tcuda_status tcuda_comm_gather(const tcuda_dltensor_t *const *tensors, size_t ntensors, int64_t dim, int destination,
                                DLManagedTensor **out) {
-  const char *func = "tcuda_comm_gather";
-  TC_CHECK_ARG(func, out, "out");
+  const char *F = "tcuda_comm_gather";
+  TC_CHECK_ARG(F, out, "out");
   tc_tensor *ts;
-  tc_opts o;
   int wdim;
   int64_t shape[TC_COMM_MAX_DIMS];
   if (destination < TCUDA_COMM_HOST)
     return tc_error(TCUDA_ERROR_INVALID_DEVICE,
-                    "%s: destination %d is not a device (-1: current device, TCUDA_COMM_HOST: host)", func, destination);
-  tcuda_status st = gather_prepare(func, tensors, ntensors, dim, &ts, &wdim, shape, &o);
-  if (st) return st;
-  st = tc_lazy_init(func);
-  if (!st && destination == -1) st = tcuda_current_device(&destination);
-  if (!st && destination >= 0) st = check_device(func, "destination", destination);
-  if (!st) st = check_tensor_devices(func, "input device", ts, ntensors);
-  if (st) { free(ts); return st; }
+                    "%s: destination %d is not a device (-1: current device, TCUDA_COMM_HOST: host)", F, destination);
+  tcuda_status s = gather_prepare(F, tensors, ntensors, dim, &ts, &wdim, shape);
+  if (s) return s;
+  s = tc_lazy_init(F);
+  if (!s && destination == -1) s = tcuda_current_device(&destination);
+  if (!s && destination >= 0) s = check_device(F, "destination", destination);
+  if (!s) s = check_tensor_devices(F, "input device", ts, ntensors);
+  if (s) { free(ts); return s; }
   *out = NULL;
-  TC_ANNOTATE_BEGIN(func);
+  TC_ANNOTATE_BEGIN(F);
   tc_tensor res = ts[0];
   memcpy(res.shape, shape, sizeof shape);
   res.numel = 1;
@@ -1419,48 +703,47 @@ tcuda_status tcuda_comm_gather(const tcuda_dltensor_t *const *tensors, size_t nt
   int host = destination == TCUDA_COMM_HOST;
   void *p = NULL;
   tc_buf *b = NULL;
-  st = host ? tcuda_host_alloc(&p, bytes) : dev_alloc(func, &p, bytes, destination, cur(destination));
-  if (!st) st = buf_wrap(func, p, host, &b);
-  if (!st) {
-    res = contig_like(&res, p, host ? -1 : destination);
-    st = gather_into(func, &o, ts, ntensors, wdim, &res);
+  s = host ? tcuda_host_alloc(&p, bytes) : tc_comm_dev_alloc(F, &p, bytes, destination, tc_comm_cur(destination));
+  if (!s) s = tc_comm_buf_wrap(F, p, host, &b);
+  if (!s) {
+    res = tc_comm_contig_like(&res, p, host ? -1 : destination);
+    s = gather_into(F, ts, ntensors, wdim, &res);
   }
-  if (!st) st = mt_out(func, &res, b, out);
-  buf_unref(b);
+  if (!s) s = tc_comm_out(F, &res, b, out);
+  tc_comm_buf_unref(b);
   free(ts);
   TC_ANNOTATE_END();
-  return st;
+  return s;
 }
 
 tcuda_status tcuda_comm_gather_out(const tcuda_dltensor_t *const *tensors, size_t ntensors, int64_t dim,
                                    const tcuda_dltensor_t *out) {
-  const char *func = "tcuda_comm_gather_out";
+  const char *F = "tcuda_comm_gather_out";
   tc_tensor *ts, res;
-  tc_opts o;
   int wdim;
   int64_t shape[TC_COMM_MAX_DIMS];
   char a[512], b[512];
-  tcuda_status st = gather_prepare(func, tensors, ntensors, dim, &ts, &wdim, shape, &o);
-  if (st) return st;
-  st = tc_tensor_from_dl(func, "out", (size_t)-1, (const DLTensor *)out, &res);
-  if (!st) {
+  tcuda_status s = gather_prepare(F, tensors, ntensors, dim, &ts, &wdim, shape);
+  if (s) return s;
+  s = tc_tensor_from_dl(F, "out", (size_t)-1, (const DLTensor *)out, &res);
+  if (!s) {
     int ok = res.ndim == ts[0].ndim;
     for (int k = 0; ok && k < res.ndim; k++) ok = res.shape[k] == shape[k];
     if (!ok)
-      st = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: Expected out tensor to have shape %s, but got %s", func,
-                    tc_shape_str(a, sizeof a, ts[0].ndim, shape), tc_shape_str(b, sizeof b, res.ndim, res.shape));
+      s = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: Expected out tensor to have shape %s, but got %s", F,
+                   tc_shape_str(a, sizeof a, ts[0].ndim, shape), tc_shape_str(b, sizeof b, res.ndim, res.shape));
     else if (!tc_dtype_eq(res.dtype, ts[0].dtype))
-      st = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: out has dtype %s but the inputs are %s (tcuda does not convert "
-                    "dtypes)", func, tc_dtype_name(res.dtype), tc_dtype_name(ts[0].dtype));
+      s = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: out has dtype %s but the inputs are %s (tcuda does not convert "
+                   "dtypes)", F, tc_dtype_name(res.dtype), tc_dtype_name(ts[0].dtype));
   }
-  if (!st) st = tc_lazy_init(func);
-  if (!st) st = check_tensor_devices(func, "input device", ts, ntensors);
-  if (!st) st = check_tensor_devices(func, "out device", &res, 1);
-  if (!st) {
-    TC_ANNOTATE_BEGIN(func);
-    st = gather_into(func, &o, ts, ntensors, wdim, &res);
+  if (!s) s = tc_lazy_init(F);
+  if (!s) s = check_tensor_devices(F, "input device", ts, ntensors);
+  if (!s) s = check_tensor_devices(F, "out device", &res, 1);
+  if (!s) {
+    TC_ANNOTATE_BEGIN(F);
+    s = gather_into(F, ts, ntensors, wdim, &res);
     TC_ANNOTATE_END();
   }
   free(ts);
-  return st;
+  return s;
 }

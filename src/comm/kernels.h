@@ -37,24 +37,16 @@ enum {
   TC_K_F16, TC_K_BF16, TC_K_F32, TC_K_F64, TC_K_BOOL, TC_K_NKINDS
 };
 
-/* Launch shape of the bulk copy and sum kernels: blocks is the grid cap,
- * threads per block (64..1024; 512 at most when unroll > 4), unroll the
- * 16-byte loads each thread keeps in flight (1, 2, 4, 8 or 12; 0 is the
- * kernel's default: 4 for copies, 1 for sums; sums take 12 as 8). */
-typedef struct tc_k_cfg {
-  int blocks;
-  int threads;
-  int unroll;
-} tc_k_cfg;
+/* Each launcher takes blocks, the cap on its grid of 512-thread blocks. */
 
 /* Same-misaligned dst and src get a byte head, then 16-byte moves. */
-int tc_k_copy(struct CUstream_st *s, void *dst, const void *src, size_t bytes, const tc_k_cfg *cfg);
+int tc_k_copy(struct CUstream_st *s, void *dst, const void *src, size_t bytes, int blocks);
 /* items: device-accessible array of n copies, the largest max_bytes long. */
 int tc_k_multicopy(struct CUstream_st *s, const tc_copy_item *items, size_t n, uint64_t max_bytes, int blocks);
 int tc_k_strided(struct CUstream_st *s, const tc_strided_desc *d, int blocks);
 /* out[i] = a[i] + b[i] for n elements, rounded to the element type each
  * time (PyTorch's add). out may alias a. */
-int tc_k_add(struct CUstream_st *s, int kind, void *out, const void *a, const void *b, size_t n, const tc_k_cfg *cfg);
+int tc_k_add(struct CUstream_st *s, int kind, void *out, const void *a, const void *b, size_t n, int blocks);
 #ifdef __cplusplus
 }
 #endif

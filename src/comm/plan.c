@@ -82,40 +82,40 @@ static const char *idx_name(char *buf, size_t size, const char *what, size_t ind
   return buf;
 }
 
-tcuda_status tc_tensor_from_dl(const char *func, const char *what, size_t index, const DLTensor *t,
+tcuda_status tc_tensor_from_dl(const char *F, const char *what, size_t index, const DLTensor *t,
                                tc_tensor *out) {
   char nm[96];
   if (!t)
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", func, idx_name(nm, sizeof nm, what, index));
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", F, idx_name(nm, sizeof nm, what, index));
   if (t->ndim < 0 || t->ndim > TC_COMM_MAX_DIMS)
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %s has ndim %d (tcuda supports 0 to %d)", func,
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %s has ndim %d (tcuda supports 0 to %d)", F,
                     idx_name(nm, sizeof nm, what, index), (int)t->ndim, TC_COMM_MAX_DIMS);
   if (t->ndim > 0 && !t->shape)
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %s has ndim %d but shape is NULL", func,
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %s has ndim %d but shape is NULL", F,
                     idx_name(nm, sizeof nm, what, index), (int)t->ndim);
   int64_t es = tc_dtype_size(t->dtype);
   if (!es)
-    return tc_error(TCUDA_ERROR_NOT_SUPPORTED, "%s: %s has unsupported dtype (code %u, bits %u, lanes %u)", func,
+    return tc_error(TCUDA_ERROR_NOT_SUPPORTED, "%s: %s has unsupported dtype (code %u, bits %u, lanes %u)", F,
                     idx_name(nm, sizeof nm, what, index), t->dtype.code, t->dtype.bits, t->dtype.lanes);
   int dt = (int)t->device.device_type;
   if (dt != TC_DL_CPU && dt != TC_DL_CUDA && dt != TC_DL_CUDA_HOST && dt != TC_DL_CUDA_MANAGED)
-    return tc_error(TCUDA_ERROR_NOT_SUPPORTED, "%s: %s has unsupported DLPack device type %d", func,
+    return tc_error(TCUDA_ERROR_NOT_SUPPORTED, "%s: %s has unsupported DLPack device type %d", F,
                     idx_name(nm, sizeof nm, what, index), dt);
   int on_gpu = dt == TC_DL_CUDA || dt == TC_DL_CUDA_MANAGED;
   if (on_gpu && t->device.device_id < 0)
-    return tc_error(TCUDA_ERROR_INVALID_DEVICE, "%s: %s has device id %d", func,
+    return tc_error(TCUDA_ERROR_INVALID_DEVICE, "%s: %s has device id %d", F,
                     idx_name(nm, sizeof nm, what, index), (int)t->device.device_id);
   int64_t numel = 1;
   for (int k = 0; k < t->ndim; k++) {
     if (t->shape[k] < 0)
-      return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %s has negative size %lld at dim %d", func,
+      return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %s has negative size %lld at dim %d", F,
                       idx_name(nm, sizeof nm, what, index), (long long)t->shape[k], k);
     if (t->shape[k] && numel > INT64_MAX / es / t->shape[k])
-      return tc_error(TCUDA_ERROR_OVERFLOW, "%s: %s is too large", func, idx_name(nm, sizeof nm, what, index));
+      return tc_error(TCUDA_ERROR_OVERFLOW, "%s: %s is too large", F, idx_name(nm, sizeof nm, what, index));
     numel *= t->shape[k];
   }
   if (!t->data && numel > 0)
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %s has NULL data and %lld elements", func,
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %s has NULL data and %lld elements", F,
                     idx_name(nm, sizeof nm, what, index), (long long)numel);
   memset(out, 0, sizeof *out);
   out->data = (char *)t->data + t->byte_offset;
@@ -134,12 +134,12 @@ tcuda_status tc_tensor_from_dl(const char *func, const char *what, size_t index,
   return TCUDA_SUCCESS;
 }
 
-tcuda_status tc_tensors_from_dl(const char *func, const char *what, const DLTensor *const *ts, size_t n,
+tcuda_status tc_tensors_from_dl(const char *F, const char *what, const DLTensor *const *ts, size_t n,
                                 tc_tensor *out) {
-  if (n && !ts) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", func, what);
+  if (n && !ts) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", F, what);
   for (size_t i = 0; i < n; i++) {
-    tcuda_status st = tc_tensor_from_dl(func, what, i, ts[i], &out[i]);
-    if (st) return st;
+    tcuda_status s = tc_tensor_from_dl(F, what, i, ts[i], &out[i]);
+    if (s) return s;
   }
   return TCUDA_SUCCESS;
 }
@@ -213,11 +213,11 @@ void tc_tensor_narrow(const tc_tensor *t, int dim, int64_t start, int64_t len, t
   for (int k = 0; k < t->ndim; k++) out->numel *= out->shape[k];
 }
 
-tcuda_status tc_wrap_dim(const char *func, int64_t dim, int ndim, int *out) {
+tcuda_status tc_wrap_dim(const char *F, int64_t dim, int ndim, int *out) {
   int64_t n = ndim > 0 ? ndim : 1;
   if (dim < -n || dim > n - 1)
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
-                    "%s: Dimension out of range (expected to be in range of [%lld, %lld], but got %lld)", func,
+                    "%s: Dimension out of range (expected to be in range of [%lld, %lld], but got %lld)", F,
                     (long long)-n, (long long)(n - 1), (long long)dim);
   *out = (int)(dim < 0 ? dim + n : dim);
   return TCUDA_SUCCESS;
@@ -244,20 +244,20 @@ static char *sizes_str(char *buf, size_t size, const int64_t *v, size_t n) {
   return buf;
 }
 
-tcuda_status tc_check_split(const char *func, const int64_t *sizes, size_t n, int64_t size, int dim) {
+tcuda_status tc_check_split(const char *F, const int64_t *sizes, size_t n, int64_t size, int dim) {
   char b[512];
   int64_t sum = 0;
   for (size_t i = 0; i < n; i++) {
     if (sizes[i] < 0)
       return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
                       "%s: split_with_sizes expects split_sizes have only non-negative entries, but got "
-                      "split_sizes=%s", func, sizes_str(b, sizeof b, sizes, n));
+                      "split_sizes=%s", F, sizes_str(b, sizeof b, sizes, n));
     sum += sizes[i];
   }
   if (sum != size)
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
                     "%s: split_with_sizes expects split_sizes to sum exactly to %lld (input tensor's size at "
-                    "dimension %d), but got split_sizes=%s", func, (long long)size, dim,
+                    "dimension %d), but got split_sizes=%s", F, (long long)size, dim,
                     sizes_str(b, sizeof b, sizes, n));
   return TCUDA_SUCCESS;
 }
@@ -315,72 +315,72 @@ static const char *dev_str(char *buf, size_t size, const tc_tensor *t) {
   return buf;
 }
 
-tcuda_status tc_check_device_list(const char *func, const int *devices, size_t n) {
-  if (n && !devices) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: devices is NULL", func);
+tcuda_status tc_check_device_list(const char *F, const int *devices, size_t n) {
+  if (n && !devices) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: devices is NULL", F);
   for (size_t i = 0; i < n; i++)
     if (devices[i] < 0)
-      return tc_error(TCUDA_ERROR_INVALID_DEVICE, "%s: Expected non-negative device index, but got %d", func,
+      return tc_error(TCUDA_ERROR_INVALID_DEVICE, "%s: Expected non-negative device index, but got %d", F,
                       devices[i]);
   return TCUDA_SUCCESS;
 }
 
-tcuda_status tc_check_broadcast_out(const char *func, const tc_tensor *src, const tc_tensor *outs, size_t n) {
+tcuda_status tc_check_broadcast_out(const char *F, const tc_tensor *src, const tc_tensor *outs, size_t n) {
   char a[512], b[512], d[32];
   for (size_t i = 0; i < n; i++) {
     if (!outs[i].on_gpu)
       return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
                       "%s: Expected all output tensors to be CUDA tensors, but output tensor at index %zu has "
-                      "device '%s'", func, i, dev_str(d, sizeof d, &outs[i]));
+                      "device '%s'", F, i, dev_str(d, sizeof d, &outs[i]));
     if (!tc_shape_eq(&outs[i], src))
       return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
                       "%s: Expected all output tensors to have same shape as the source tensor %s, but output "
-                      "tensor at index %zu has shape %s", func, tc_shape_str(a, sizeof a, src->ndim, src->shape),
+                      "tensor at index %zu has shape %s", F, tc_shape_str(a, sizeof a, src->ndim, src->shape),
                       i, tc_shape_str(b, sizeof b, outs[i].ndim, outs[i].shape));
     if (!tc_dtype_eq(outs[i].dtype, src->dtype))
       return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
                       "%s: Expected all output tensors to have the same dtype as the source tensor %s, but output "
-                      "tensor at index %zu has dtype %s (tcuda does not convert dtypes)", func,
+                      "tensor at index %zu has dtype %s (tcuda does not convert dtypes)", F,
                       tc_dtype_name(src->dtype), i, tc_dtype_name(outs[i].dtype));
   }
   return TCUDA_SUCCESS;
 }
 
-tcuda_status tc_check_broadcast_coalesced(const char *func, const tc_tensor *ts, size_t n, const int *devices,
+tcuda_status tc_check_broadcast_coalesced(const char *F, const tc_tensor *ts, size_t n, const int *devices,
                                           size_t ndev) {
-  if (ndev == 0) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: devices is empty (devices[0] is the source)", func);
-  tcuda_status st = tc_check_device_list(func, devices, ndev);
-  if (st) return st;
+  if (ndev == 0) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: devices is empty (devices[0] is the source)", F);
+  tcuda_status s = tc_check_device_list(F, devices, ndev);
+  if (s) return s;
   for (size_t i = 0; i < n; i++)
     if (!ts[i].on_gpu || ts[i].device != devices[0])
-      return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: All tensors must be on devices[0]: %d", func, devices[0]);
+      return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: All tensors must be on devices[0]: %d", F, devices[0]);
   return TCUDA_SUCCESS;
 }
 
-tcuda_status tc_check_reduce_add(const char *func, const tc_tensor *in, size_t n, int destination, size_t *root) {
+tcuda_status tc_check_reduce_add(const char *F, const tc_tensor *in, size_t n, int destination, size_t *root) {
   char a[512], b[512];
-  if (n == 0) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: reduce_add expects at least one input", func);
+  if (n == 0) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: reduce_add expects at least one input", F);
   size_t r = (size_t)-1;
   for (size_t i = 0; i < n; i++) {
     if (!in[i].on_gpu)
-      return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: reduce_add expects all inputs to be on GPUs", func);
+      return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: reduce_add expects all inputs to be on GPUs", F);
     if (in[i].device == destination) r = i;
     if (!tc_shape_eq(&in[i], &in[0]))
-      return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: input %zu has invalid size: got %s, but expected %s", func,
+      return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: input %zu has invalid size: got %s, but expected %s", F,
                       i, tc_shape_x(a, sizeof a, in[i].ndim, in[i].shape),
                       tc_shape_x(b, sizeof b, in[0].ndim, in[0].shape));
     if (!tc_dtype_eq(in[i].dtype, in[0].dtype))
       return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
                       "%s: all inputs and outputs must be of the same Tensor dtype (input %zu is %s, input 0 is %s)",
-                      func, i, tc_dtype_name(in[i].dtype), tc_dtype_name(in[0].dtype));
+                      F, i, tc_dtype_name(in[i].dtype), tc_dtype_name(in[0].dtype));
   }
   if (r == (size_t)-1)
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
-                    "%s: reduce_add expects destination to be on the same GPU with one of the tensors", func);
+                    "%s: reduce_add expects destination to be on the same GPU with one of the tensors", F);
   if (root) *root = r;
   return TCUDA_SUCCESS;
 }
 
-tcuda_status tc_check_reduce_add_coalesced(const char *func, const tc_tensor *in, size_t ngpus, size_t ntensors,
+tcuda_status tc_check_reduce_add_coalesced(const char *F, const tc_tensor *in, size_t ngpus, size_t ntensors,
                                            int destination) {
   char a[512], b[512];
   if (!ngpus || !ntensors) return TCUDA_SUCCESS;
@@ -390,43 +390,43 @@ tcuda_status tc_check_reduce_add_coalesced(const char *func, const tc_tensor *in
     for (size_t i = 0; i < ntensors; i++) {
       const tc_tensor *t = &row[i], *ref = &in[i];
       if (!t->on_gpu)
-        return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: reduce_add expects all inputs to be on GPUs", func);
+        return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: reduce_add expects all inputs to be on GPUs", F);
       if (t->device != row[0].device)
         return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
                         "%s: Expected all tensors to be on the same device, but found at least two devices, "
-                        "cuda:%d and cuda:%d! (inputs[%zu])", func, row[0].device, t->device, g);
+                        "cuda:%d and cuda:%d! (inputs[%zu])", F, row[0].device, t->device, g);
       if (!tc_shape_eq(t, ref))
         return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: inputs[%zu][%zu] has invalid size: got %s, but expected %s",
-                        func, g, i, tc_shape_x(a, sizeof a, t->ndim, t->shape),
+                        F, g, i, tc_shape_x(a, sizeof a, t->ndim, t->shape),
                         tc_shape_x(b, sizeof b, ref->ndim, ref->shape));
       if (!tc_dtype_eq(t->dtype, ref->dtype))
         return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
                         "%s: all inputs and outputs must be of the same Tensor dtype (inputs[%zu][%zu] is %s, "
-                        "inputs[0][%zu] is %s)", func, g, i, tc_dtype_name(t->dtype), i, tc_dtype_name(ref->dtype));
+                        "inputs[0][%zu] is %s)", F, g, i, tc_dtype_name(t->dtype), i, tc_dtype_name(ref->dtype));
     }
     if (row[0].device == destination) found = 1;
   }
   if (!found)
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
-                    "%s: reduce_add expects destination to be on the same GPU with one of the tensors", func);
+                    "%s: reduce_add expects destination to be on the same GPU with one of the tensors", F);
   return TCUDA_SUCCESS;
 }
 
-tcuda_status tc_plan_scatter(const char *func, const tc_tensor *src, size_t ndev, const int64_t *chunk_sizes,
+tcuda_status tc_plan_scatter(const char *F, const tc_tensor *src, size_t ndev, const int64_t *chunk_sizes,
                              size_t nchunk_sizes, int64_t dim, int *wdim, int64_t *sizes, size_t *nchunks) {
-  if (ndev == 0) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: Expected at least one device to scatter to", func);
+  if (ndev == 0) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: Expected at least one device to scatter to", F);
   if (chunk_sizes && nchunk_sizes != ndev)
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
                     "%s: Expected devices and chunk_sizes to be of same length, but got len(devices) = %zu and "
-                    "len(chunk_sizes) = %zu", func, ndev, nchunk_sizes);
-  tcuda_status st = tc_wrap_dim(func, dim, src->ndim, wdim);
-  if (st) return st;
+                    "len(chunk_sizes) = %zu", F, ndev, nchunk_sizes);
+  tcuda_status s = tc_wrap_dim(F, dim, src->ndim, wdim);
+  if (s) return s;
   if (src->ndim == 0)
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %s expects at least a 1-dimensional tensor", func,
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: %s expects at least a 1-dimensional tensor", F,
                     chunk_sizes ? "split_with_sizes" : "chunk");
   if (chunk_sizes) {
-    st = tc_check_split(func, chunk_sizes, ndev, src->shape[*wdim], *wdim);
-    if (st) return st;
+    s = tc_check_split(F, chunk_sizes, ndev, src->shape[*wdim], *wdim);
+    if (s) return s;
     memcpy(sizes, chunk_sizes, ndev * sizeof *sizes);
     *nchunks = ndev;
   } else {
@@ -435,16 +435,16 @@ tcuda_status tc_plan_scatter(const char *func, const tc_tensor *src, size_t ndev
   return TCUDA_SUCCESS;
 }
 
-tcuda_status tc_plan_scatter_out(const char *func, const tc_tensor *src, const tc_tensor *outs, size_t n,
+tcuda_status tc_plan_scatter_out(const char *F, const tc_tensor *src, const tc_tensor *outs, size_t n,
                                  int64_t dim, int *wdim) {
   char a[512], b[512], d[32];
   if (n == 0)
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: Expected at least one output tensor to scatter to", func);
-  tcuda_status st = tc_wrap_dim(func, dim, src->ndim, wdim);
-  if (st) return st;
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: Expected at least one output tensor to scatter to", F);
+  tcuda_status s = tc_wrap_dim(F, dim, src->ndim, wdim);
+  if (s) return s;
   if (src->ndim == 0)
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: split_with_sizes expects at least a 1-dimensional tensor",
-                    func);
+                    F);
   int w = *wdim;
   int64_t total = 0;
   for (size_t i = 0; i < n; i++) {
@@ -452,45 +452,45 @@ tcuda_status tc_plan_scatter_out(const char *func, const tc_tensor *src, const t
     if (!o->on_gpu)
       return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
                       "%s: Expected all output tensors to be CUDA tensors, but output tensor at index %zu has "
-                      "device '%s'", func, i, dev_str(d, sizeof d, o));
+                      "device '%s'", F, i, dev_str(d, sizeof d, o));
     int ok = o->ndim == src->ndim;
     for (int k = 0; ok && k < o->ndim; k++)
       if (k != w && o->shape[k] != src->shape[k]) ok = 0;
     if (!ok)
       return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
                       "%s: Output tensor at index %zu has incorrect shape: %s. Expected same shape except for "
-                      "scatter dim %d as the source tensor: %s", func, i, tc_shape_str(a, sizeof a, o->ndim, o->shape),
+                      "scatter dim %d as the source tensor: %s", F, i, tc_shape_str(a, sizeof a, o->ndim, o->shape),
                       w, tc_shape_str(b, sizeof b, src->ndim, src->shape));
     if (!tc_dtype_eq(o->dtype, src->dtype))
       return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
                       "%s: Output tensor at index %zu has dtype %s but the source tensor is %s (tcuda does not "
-                      "convert dtypes)", func, i, tc_dtype_name(o->dtype), tc_dtype_name(src->dtype));
+                      "convert dtypes)", F, i, tc_dtype_name(o->dtype), tc_dtype_name(src->dtype));
     total += o->shape[w];
   }
   if (total != src->shape[w])
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
                     "%s: Total size for output tensors along scatter dim %d does not match the source tensor size at "
-                    "dim %d. Expected %lld, but got total size %lld", func, w, w, (long long)src->shape[w],
+                    "dim %d. Expected %lld, but got total size %lld", F, w, w, (long long)src->shape[w],
                     (long long)total);
   return TCUDA_SUCCESS;
 }
 
-tcuda_status tc_check_scatter_stream(const char *func, size_t i, int stream_device, int device) {
+tcuda_status tc_check_scatter_stream(const char *F, size_t i, int stream_device, int device) {
   if (stream_device != device)
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
                     "%s: Expected the device associated with the stream at index %zu (was %d) to match the device "
-                    "supplied at that index (expected %d)", func, i, stream_device, device);
+                    "supplied at that index (expected %d)", F, i, stream_device, device);
   return TCUDA_SUCCESS;
 }
 
-tcuda_status tc_plan_gather(const char *func, const tc_tensor *ts, size_t n, int64_t dim, int *wdim,
+tcuda_status tc_plan_gather(const char *F, const tc_tensor *ts, size_t n, int64_t dim, int *wdim,
                             int64_t *shape) {
   char a[512], b[512], d[32];
-  if (n == 0) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: Expected at least one tensor to gather from", func);
-  tcuda_status st = tc_wrap_dim(func, dim, ts[0].ndim, wdim);
-  if (st) return st;
+  if (n == 0) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: Expected at least one tensor to gather from", F);
+  tcuda_status s = tc_wrap_dim(F, dim, ts[0].ndim, wdim);
+  if (s) return s;
   if (ts[0].ndim == 0)
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: dimension specified as %d but tensor has no dimensions", func,
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: dimension specified as %d but tensor has no dimensions", F,
                     *wdim);
   int w = *wdim, nd = ts[0].ndim;
   int64_t expect[TC_COMM_MAX_DIMS], total = 0;
@@ -499,21 +499,21 @@ tcuda_status tc_plan_gather(const char *func, const tc_tensor *ts, size_t n, int
     const tc_tensor *t = &ts[i];
     if (!t->on_gpu)
       return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
-                      "%s: Expected all input tensors to be CUDA tensors, but tensor at index %zu has device %s", func,
+                      "%s: Expected all input tensors to be CUDA tensors, but tensor at index %zu has device %s", F,
                       i, dev_str(d, sizeof d, t));
     if (t->ndim != nd)
       return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
                       "%s: Expected all input tensors to have the same number of dimensions, but tensor at index %zu "
-                      "has %d dimensions, (expected %d)", func, i, t->ndim, nd);
+                      "has %d dimensions, (expected %d)", F, i, t->ndim, nd);
     expect[w] = t->shape[w];
     for (int k = 0; k < nd; k++)
       if (expect[k] != t->shape[k])
         return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: Input tensor at index %zu has invalid shape %s, but expected %s",
-                        func, i, tc_shape_str(a, sizeof a, nd, t->shape), tc_shape_str(b, sizeof b, nd, expect));
+                        F, i, tc_shape_str(a, sizeof a, nd, t->shape), tc_shape_str(b, sizeof b, nd, expect));
     if (!tc_dtype_eq(t->dtype, ts[0].dtype))
       return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
                       "%s: Input tensor at index %zu has dtype %s but tensor 0 has %s (tcuda does not convert dtypes)",
-                      func, i, tc_dtype_name(t->dtype), tc_dtype_name(ts[0].dtype));
+                      F, i, tc_dtype_name(t->dtype), tc_dtype_name(ts[0].dtype));
     total += t->shape[w];
   }
   memcpy(shape, ts[0].shape, (size_t)nd * sizeof *shape);

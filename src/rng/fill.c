@@ -344,35 +344,6 @@ tcuda_status tc_rng_device_shape(const char *F, int device, int *sms, int *tpsm)
   return TCUDA_SUCCESS;
 }
 
-/* ---- schedule of 64-bit draws (TCUDA_RNG_I64_VARIANT, read once) ---- */
-
-static _Atomic int g_i64_variant = -1; /* -1: environment not read yet */
-
-tcuda_status tc_rng_i64_variant(const char *F, int *variant) {
-  int v = atomic_load_explicit(&g_i64_variant, memory_order_relaxed);
-  if (v < 0) {
-    const char *e = getenv("TCUDA_RNG_I64_VARIANT");
-    if (!e || !*e) {
-      v = TC_RNG_I64_DEFAULT;
-    } else {
-      char *end;
-      long l = strtol(e, &end, 10);
-      if (*end || l < 0 || l >= TC_RNG_I64_VARIANTS)
-        return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: TCUDA_RNG_I64_VARIANT=\"%s\" is not an integer in 0..%d",
-                        F, e, TC_RNG_I64_VARIANTS - 1);
-      v = (int)l;
-    }
-    atomic_store_explicit(&g_i64_variant, v, memory_order_relaxed);
-  }
-  *variant = v;
-  return TCUDA_SUCCESS;
-}
-
-void tc_rng_set_i64_variant(int variant) {
-  atomic_store_explicit(&g_i64_variant, variant >= 0 && variant < TC_RNG_I64_VARIANTS ? variant : -1,
-                        memory_order_relaxed);
-}
-
 /* ---- the fill ---- */
 
 typedef struct {
@@ -406,7 +377,6 @@ tcuda_status tc_rand_fill(const char *F, tcuda_generator_t *g, void *buf, size_t
   unsigned per;
   tcuda_status s = tc_rand_build_op(F, dt, req, &op, &es, &per);
   if (s) return s;
-  if ((s = tc_rng_i64_variant(F, &op.i64_variant))) return s;
   if (g && (s = tc_generator_check(F, g))) return s;
   if (n == 0) return TCUDA_SUCCESS; /* torch returns before drawing */
   TC_CHECK_ARG(F, buf, "buf");

@@ -7,9 +7,9 @@
 // t + S*(U*k + ii). The fast kernel keeps that element -> (t, k, ii) mapping
 // but schedules it differently: one CUDA thread handles V consecutive t for
 // one k, computing each counter directly (no curand_init), so every lane ii
-// becomes one V-element vector store. For 64-bit draws into 8-byte outputs
-// a resident-block loop over the same items is also available (see
-// TC_RNG_I64_* in kernels.h): one item per thread left int64 random_ behind
+// becomes one V-element vector store. 64-bit draws into 8-byte outputs
+// (int64, float64) go through a resident-block loop over the same items
+// instead (loop_kernel): one item per thread left int64 random_ behind
 // torch, as each thread then writes only 32 bytes after its setup.
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -277,25 +277,19 @@ __global__ void __launch_bounds__(256, 4) ref_kernel(T tr, typename T::S *out, l
 
 // Vector stores in PTX, so ptxas keeps the vector whole (a plain store of
 // a union was split into 8+4+4 bytes; __stwb becomes a strong store).
-// CS: st.global.cs (streaming, evict first).
-template <bool CS> __device__ __forceinline__ void store(uint4 *p, uint4 v) {
-  if (CS)
-    asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-                 : "memory");
-  else
-    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-                 : "memory");
+__device__ __forceinline__ void store(uint4 *p, uint4 v) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
 }
-template <bool CS> __device__ __forceinline__ void store(uint2 *p, uint2 v) {
-  if (CS) asm volatile("st.global.cs.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(v.x), "r"(v.y) : "memory");
-  else asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(v.x), "r"(v.y) : "memory");
+__device__ __forceinline__ void store(uint2 *p, uint2 v) {
+  asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(v.x), "r"(v.y) : "memory");
 }
 
 // Resident blocks looping over items: thread tid starts at item tid
 // (k = tid / G, V threads' draws t0 = V*g) and steps by the grid size T,
 // kept as (k, g) += (T / G, T % G), so a step costs adds, not a division.
 // G and T are multiples of 32, so a warp never straddles two k.
-template <class D, class T, int V, bool CS>
+template <class D, class T, int V>
 __global__ void __launch_bounds__(256) loop_kernel(T tr, typename T::S *out, long long n, unsigned S,
                                                    tc_philox_args pa, unsigned K, unsigned qT, unsigned rT) {
   typedef typename T::S St;
@@ -332,7 +326,7 @@ __global__ void __launch_bounds__(256) loop_kernel(T tr, typename T::S *out, lon
 #pragma unroll
           for (int j = 0; j < V; j++) u.s[j] = vals[ii][j];
 #pragma unroll
-          for (int c = 0; c < NC; c++) store<CS>(reinterpret_cast<Vt *>(p) + c, u.v[c]);
+          for (int c = 0; c < NC; c++) store(reinterpret_cast<Vt *>(p) + c, u.v[c]);
         } else {
 #pragma unroll
           for (int j = 0; j < V; j++)
@@ -361,7 +355,7 @@ template <class K> cudaError_t blocks_per_sm(K kernel, int *out) {
   return cudaSuccess;
 }
 
-template <class D, class T, int V, bool CS>
+template <class D, class T, int V>
 cudaError_t launch_loop(const T &tr, void *outp, unsigned long long n, unsigned S, const tc_philox_args *pa,
                         int sm_count, cudaStream_t st) {
   const unsigned long long per_k = (unsigned long long)S * D::U;
@@ -369,15 +363,15 @@ cudaError_t launch_loop(const T &tr, void *outp, unsigned long long n, unsigned 
   const unsigned long long items = K * G;
   if (items > 0xFFFFFFFFull) return cudaErrorInvalidValue; // the host splits far below this
   int nb;
-  cudaError_t e = blocks_per_sm(loop_kernel<D, T, V, CS>, &nb);
+  cudaError_t e = blocks_per_sm(loop_kernel<D, T, V>, &nb);
   if (e != cudaSuccess) return e;
   unsigned long long blocks = (items + 255) / 256;
   const unsigned long long cap = (unsigned long long)(sm_count > 0 ? sm_count : 1) * nb;
   if (blocks > cap) blocks = cap; // one wave of resident blocks
   const unsigned long long threads = blocks * 256;
-  loop_kernel<D, T, V, CS><<<(unsigned)blocks, 256, 0, st>>>(tr, (typename T::S *)outp, (long long)n, S, *pa,
-                                                             (unsigned)K, (unsigned)(threads / G),
-                                                             (unsigned)(threads % G));
+  loop_kernel<D, T, V><<<(unsigned)blocks, 256, 0, st>>>(tr, (typename T::S *)outp, (long long)n, S, *pa,
+                                                         (unsigned)K, (unsigned)(threads / G),
+                                                         (unsigned)(threads % G));
   return cudaGetLastError();
 }
 
@@ -413,26 +407,13 @@ cudaError_t launch(const T &tr, void *outp, unsigned long long n, unsigned S, co
   return launch_fast<D>(tr, outp, n, S, pa, sm_count, st);
 }
 
-// 64-bit draws into 8-byte outputs under a schedule other than the original.
-// Vector stores need the buffer 16-byte aligned; otherwise 8-byte stores.
+// 64-bit draws into 8-byte outputs: the resident-block loop. Vector stores
+// need the buffer 16-byte aligned; otherwise 8-byte stores.
 template <class T>
-cudaError_t launch_bits64(int variant, const T &tr, void *out, unsigned long long n, unsigned S,
-                          const tc_philox_args *pa, int sms, cudaStream_t st) {
-  const bool al = (uintptr_t)out % 16 == 0;
-  switch (variant) {
-  case TC_RNG_I64_SPECIAL: return launch_fast<DBits64>(tr, out, n, S, pa, sms, st);
-  case TC_RNG_I64_LOOP:
-    return al ? launch_loop<DBits64, T, 2, false>(tr, out, n, S, pa, sms, st)
-              : launch_loop<DBits64, T, 1, false>(tr, out, n, S, pa, sms, st);
-  case TC_RNG_I64_LOOP_V1: return launch_loop<DBits64, T, 1, false>(tr, out, n, S, pa, sms, st);
-  case TC_RNG_I64_LOOP_V4:
-    return al ? launch_loop<DBits64, T, 4, false>(tr, out, n, S, pa, sms, st)
-              : launch_loop<DBits64, T, 1, false>(tr, out, n, S, pa, sms, st);
-  case TC_RNG_I64_LOOP_CS:
-    return al ? launch_loop<DBits64, T, 2, true>(tr, out, n, S, pa, sms, st)
-              : launch_loop<DBits64, T, 1, true>(tr, out, n, S, pa, sms, st);
-  }
-  return cudaErrorInvalidValue;
+cudaError_t launch_bits64(const T &tr, void *out, unsigned long long n, unsigned S, const tc_philox_args *pa,
+                          int sms, cudaStream_t st) {
+  return (uintptr_t)out % 16 == 0 ? launch_loop<DBits64, T, 2>(tr, out, n, S, pa, sms, st)
+                                  : launch_loop<DBits64, T, 1>(tr, out, n, S, pa, sms, st);
 }
 
 template <int O>
@@ -441,14 +422,14 @@ cudaError_t launch_bits64_out(const tc_rng_op *op, void *out, unsigned long long
   const unsigned long long r = op->range;
   if (r == 0) {
     TBits64<O, BITS_FULL> t = {0, op->base, {0, 0, 0}};
-    return launch_bits64(op->i64_variant, t, out, n, S, pa, sms, st);
+    return launch_bits64(t, out, n, S, pa, sms, st);
   }
   if ((r & (r - 1)) == 0) {
     TBits64<O, BITS_MASK> t = {r - 1, op->base, {0, 0, 0}};
-    return launch_bits64(op->i64_variant, t, out, n, S, pa, sms, st);
+    return launch_bits64(t, out, n, S, pa, sms, st);
   }
   TBits64<O, BITS_MOD> t = {0, op->base, tc_fastdiv_make(r)};
-  return launch_bits64(op->i64_variant, t, out, n, S, pa, sms, st);
+  return launch_bits64(t, out, n, S, pa, sms, st);
 }
 
 template <class D, typename W>
@@ -505,8 +486,7 @@ extern "C" cudaError_t tc_rng_launch(const tc_rng_op *op, void *out, uint64_t n,
   }
   case TC_DIST_BITS32: return launch_bits<DBits32, unsigned>(op, out, n, S, pa, ref, sms, st);
   case TC_DIST_BITS64:
-    if (!ref && op->i64_variant != TC_RNG_I64_ORIGINAL) {
-      if (op->i64_variant < 0 || op->i64_variant >= TC_RNG_I64_VARIANTS) return cudaErrorInvalidValue;
+    if (!ref) {
       if (op->out == TC_OUT_I64) return launch_bits64_out<TC_OUT_I64>(op, out, n, S, pa, sms, st);
       if (op->out == TC_OUT_F64) return launch_bits64_out<TC_OUT_F64>(op, out, n, S, pa, sms, st);
     }

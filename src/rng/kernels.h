@@ -50,28 +50,7 @@ typedef struct tc_rng_op {
    * of two; range 0 means 2^64 (v = w). */
   uint64_t range;
   int64_t base;
-  /* fast kernel for 64-bit draws (TC_DIST_BITS64): one of TC_RNG_I64_*.
-   * Every schedule gives the same bits; only speed differs. */
-  int i64_variant;
 } tc_rng_op;
-
-/* Schedules for 64-bit draws into 8-byte outputs (int64, float64), chosen
- * by TCUDA_RNG_I64_VARIANT (issue #6); other outputs use ORIGINAL.
- * ORIGINAL: one item (V threads' draws for one k) per CUDA thread, the
- *   transform branching on the range at run time (the first version);
- * SPECIAL:  the same schedule, the transform's case fixed on the host;
- * LOOP:     one wave of resident blocks looping over items, stepping k and
- *   t without a division, 16-byte stores;
- * LOOP_V1:  as LOOP with 8-byte stores, thread t owning torch's thread t
- *   (torch's own store pattern);
- * LOOP_V4:  as LOOP with 4 threads' draws per item (4 independent Philox
- *   chains, two 16-byte stores per lane);
- * LOOP_CS:  as LOOP with streaming (evict-first) stores. */
-enum {
-  TC_RNG_I64_ORIGINAL = 0, TC_RNG_I64_SPECIAL, TC_RNG_I64_LOOP, TC_RNG_I64_LOOP_V1, TC_RNG_I64_LOOP_V4,
-  TC_RNG_I64_LOOP_CS, TC_RNG_I64_VARIANTS
-};
-#define TC_RNG_I64_DEFAULT TC_RNG_I64_LOOP
 
 /* x mod d by multiplication (Granlund and Montgomery 1994, fig. 4.1, N=64):
  * with l = ceil(log2 d) and m = floor(2^64 (2^l - d) / d) + 1,

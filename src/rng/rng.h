@@ -76,13 +76,6 @@ tcuda_status tc_rand_build_op(const char *func, tcuda_dtype dtype, const tc_rand
 tcuda_status tc_rand_fill(const char *func, tcuda_generator_t *gen, void *buf, size_t n, tcuda_dtype dtype,
                           const tc_rand_req *req, const tcuda_stream_t *stream, int reference);
 
-/* The schedule for 64-bit draws (TC_RNG_I64_*): TCUDA_RNG_I64_VARIANT,
- * read on first use (a bad value is an error naming it), else
- * TC_RNG_I64_DEFAULT. set: override it (benches, tests); a value out of
- * range makes the next fill read the environment again. */
-tcuda_status tc_rng_i64_variant(const char *func, int *variant);
-void tc_rng_set_i64_variant(int variant);
-
 /* SM count and max threads per SM of a device (cached). */
 tcuda_status tc_rng_device_shape(const char *func, int device, int *sm_count, int *max_threads_per_sm);
 

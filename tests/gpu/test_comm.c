@@ -7,10 +7,10 @@
 static void test_suite_one_gpu(void) { run_suite(0, 0); }
 
 static void test_suite_engine_copy(void) {
-  setenv("TCUDA_COMM_ENGINE", "copy", 1);
+  CHECK_OK(tcuda_comm_set_engine(TCUDA_COMM_ENGINE_COPY));
   suite_reduce(0, 0);
   suite_coalesced(0, 0);
-  unsetenv("TCUDA_COMM_ENGINE");
+  CHECK_OK(tcuda_comm_set_engine(TCUDA_COMM_ENGINE_AUTO));
 }
 
 static void test_gpu_errors(void) {

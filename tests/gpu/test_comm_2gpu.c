@@ -1,23 +1,20 @@
 /* comm on two GPUs: the whole suite with devices 0 and 1 on every engine
- * (auto: NVLink kernels for pairs; nccl; copy; copy engines for peers).
+ * (auto: NVLink kernels for pairs; nccl; copy; copy without peer access).
  * Skips (77) with fewer than two GPUs. */
 #include "test_comm_util.h"
 
-static void with_env(const char *engine, const char *p2p) {
-  if (engine) setenv("TCUDA_COMM_ENGINE", engine, 1);
-  if (p2p) setenv("TCUDA_COMM_P2P", p2p, 1);
+static void with_engine(tcuda_comm_engine engine) {
+  CHECK_OK(tcuda_comm_set_engine(engine));
   run_suite(0, 1);
   run_suite(1, 0);
-  unsetenv("TCUDA_COMM_ENGINE");
-  unsetenv("TCUDA_COMM_P2P");
+  CHECK_OK(tcuda_comm_set_engine(TCUDA_COMM_ENGINE_AUTO));
 }
-static void test_auto(void) { with_env(NULL, NULL); }
-static void test_nccl(void) { with_env("nccl", NULL); }
-static void test_copy(void) { with_env("copy", NULL); }
-static void test_copy_engines(void) { with_env("copy", "ce"); }
+static void test_auto(void) { with_engine(TCUDA_COMM_ENGINE_AUTO); }
+static void test_nccl(void) { with_engine(TCUDA_COMM_ENGINE_NCCL); }
+static void test_copy(void) { with_engine(TCUDA_COMM_ENGINE_COPY); }
 
-/* Past the lanes' split threshold (64 KiB) and odd: every part of a split
- * copy and of a chunked sum, in every dtype, both directions. */
+/* Large and odd: the vector body and the tails of the copies and of the
+ * sum, in every dtype, both directions. */
 static void suite_big(int a, int b) {
   size_t nt;
   const DLDataType *types = all_types(&nt);
@@ -50,30 +47,15 @@ static void suite_big(int a, int b) {
   }
 }
 
-/* The engine variants bench_comm sweeps (TCUDA_COMM_P2P, _REDUCE and the
- * launch shape): the whole suite and the big cases under each. */
-static void test_variants(void) {
-  static const char *const settings[][8] = {
-      {"TCUDA_COMM_P2P", "pull", "TCUDA_COMM_REDUCE", "push", "TCUDA_COMM_UNROLL", "8", "TCUDA_COMM_BLOCKS_PER_SM", "2"},
-      {"TCUDA_COMM_P2P", "pushpull", "TCUDA_COMM_SPLIT", "30", "TCUDA_COMM_REDUCE", "mix", "TCUDA_COMM_THREADS", "256"},
-      {"TCUDA_COMM_P2P", "cex2", "TCUDA_COMM_REDUCE", "pipe", "TCUDA_COMM_CHUNKS", "8", "TCUDA_COMM_UNROLL", "2"},
-      {"TCUDA_COMM_P2P", "cekernel", "TCUDA_COMM_REDUCE", "copy", "TCUDA_COMM_UNROLL", "12", "TCUDA_COMM_SPLIT", "70"},
-      {"TCUDA_COMM_P2P", "cepull", "TCUDA_COMM_REDUCE", "pipe", "TCUDA_COMM_CHUNKS", "3", "TCUDA_COMM_THREADS", "1024"},
-      {"TCUDA_COMM_P2P", "ce4", "TCUDA_COMM_REDUCE", "fused", "TCUDA_COMM_UNROLL", "4", "TCUDA_COMM_SPLIT", "50"},
-      {"TCUDA_COMM_P2P", "kernel", "TCUDA_COMM_REDUCE", "mix", "TCUDA_COMM_UNROLL", "1", "TCUDA_COMM_SPLIT", "85"},
-  };
-  if (getenv("TCUDA_UNDER_SANITIZER")) { /* seven more suites: minutes under the tool */
-    printf("  (variants skipped under compute-sanitizer)\n");
-    return;
-  }
-  for (size_t v = 0; v < sizeof settings / sizeof *settings; v++) {
-    for (int k = 0; k < 8; k += 2) setenv(settings[v][k], settings[v][k + 1], 1);
-    run_suite(0, 1);
-    run_suite(1, 0);
-    suite_big(0, 1);
-    suite_big(1, 0);
-    for (int k = 0; k < 8; k += 2) unsetenv(settings[v][k]);
-  }
+/* As on GPUs without peer access: copies by the copy engines, strided ones
+ * staged through contiguous buffers, sums after a copy to the destination,
+ * coalesced broadcasts packed and copied. */
+static void test_copy_engines(void) {
+  tc_comm_test_peer_off(1);
+  with_engine(TCUDA_COMM_ENGINE_COPY);
+  suite_big(0, 1);
+  suite_big(1, 0);
+  tc_comm_test_peer_off(0);
 }
 static void test_big_default(void) {
   suite_big(0, 1);
@@ -83,12 +65,12 @@ static void test_big_default(void) {
 /* the same communicator cache entry serves repeated calls; another order is
  * another communicator */
 static void test_nccl_orders(void) {
-  setenv("TCUDA_COMM_ENGINE", "nccl", 1);
+  CHECK_OK(tcuda_comm_set_engine(TCUDA_COMM_ENGINE_NCCL));
   for (int rep = 0; rep < 3; rep++) {
     suite_reduce(0, 1);
     suite_reduce(1, 0);
   }
-  unsetenv("TCUDA_COMM_ENGINE");
+  CHECK_OK(tcuda_comm_set_engine(TCUDA_COMM_ENGINE_AUTO));
 }
 
 /* a stream of device 0 given for a chunk going to device 1 */
@@ -121,7 +103,7 @@ int main(int argc, char **argv) {
     return TC_SKIP_CODE;
   }
   static const tc_test tests[] = {T(test_auto), T(test_nccl), T(test_copy), T(test_copy_engines),
-                                  T(test_big_default), T(test_variants),
+                                  T(test_big_default),
                                   T(test_nccl_orders), T(test_stream_wrong_device)};
   return tc_run(tests, sizeof tests / sizeof *tests, argc, argv);
 }

@@ -563,13 +563,25 @@ static void test_public_argument_errors(void) {
   CHECK_ERR(tcuda_comm_gather_out(list, 2, 0, NULL), TCUDA_ERROR_INVALID_ARGUMENT, "out is NULL");
   for (int i = 0; i < 4; i++) CHECK(out[i] == NULL); /* nothing produced */
 
-  /* options: a bad value names the variable */
-  setenv("TCUDA_COMM_ENGINE", "fast", 1);
-  CHECK_ERR(tcuda_comm_broadcast(&a.t, (int[]){0}, 1, out), TCUDA_ERROR_CONFIG, "TCUDA_COMM_ENGINE: unknown value 'fast'");
-  unsetenv("TCUDA_COMM_ENGINE");
-  setenv("TCUDA_COMM_P2P", "dma", 1);
-  CHECK_ERR(tcuda_comm_gather(list, 1, 0, 0, out), TCUDA_ERROR_CONFIG, "TCUDA_COMM_P2P: unknown value 'dma'");
-  unsetenv("TCUDA_COMM_P2P");
+}
+
+/* The engine option: checked, process-wide, AUTO until set; no GPU needed. */
+static void test_engine_option(void) {
+  tcuda_comm_engine e = (tcuda_comm_engine)7;
+  CHECK_OK(tcuda_comm_get_engine(&e));
+  CHECK(e == TCUDA_COMM_ENGINE_AUTO);
+  CHECK_ERR(tcuda_comm_get_engine(NULL), TCUDA_ERROR_INVALID_ARGUMENT, "tcuda_comm_get_engine: engine is NULL");
+  CHECK_ERR(tcuda_comm_set_engine((tcuda_comm_engine)3), TCUDA_ERROR_INVALID_ARGUMENT,
+            "tcuda_comm_set_engine: engine 3 is not a tcuda_comm_engine");
+  CHECK_ERR(tcuda_comm_set_engine((tcuda_comm_engine)-1), TCUDA_ERROR_INVALID_ARGUMENT, "engine -1");
+  CHECK_OK(tcuda_comm_get_engine(&e));
+  CHECK(e == TCUDA_COMM_ENGINE_AUTO); /* a refused value changes nothing */
+  static const tcuda_comm_engine all[] = {TCUDA_COMM_ENGINE_NCCL, TCUDA_COMM_ENGINE_COPY, TCUDA_COMM_ENGINE_AUTO};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+    CHECK_OK(tcuda_comm_set_engine(all[i]));
+    CHECK_OK(tcuda_comm_get_engine(&e));
+    CHECK(e == all[i]);
+  }
 }
 
 static void test_rank_api_errors(void) {
@@ -602,5 +614,6 @@ static void test_no_gpu(void) {
 
 TC_MAIN(T(test_tensor_from_dl), T(test_dtypes), T(test_shapes_and_layouts), T(test_wrap_dim), T(test_chunks),
         T(test_take_tensors_cpp), T(test_take_tensors_py), T(test_check_broadcast), T(test_check_reduce_add),
-        T(test_plan_scatter), T(test_plan_gather), T(test_public_argument_errors), T(test_rank_api_errors),
+        T(test_plan_scatter), T(test_plan_gather), T(test_public_argument_errors), T(test_engine_option),
+        T(test_rank_api_errors),
         T(test_no_gpu))
