@@ -343,6 +343,8 @@ _PROTOTYPES = {
     "tcuda_rand_randint": (S, [c_void_p, c_void_p, c_size_t, c_int, c_int64, c_int64, P(StreamT)]),
     "tcuda_rand_random_from": (S, [c_void_p, c_void_p, c_size_t, c_int, c_int64, P(StreamT)]),
     # collectives (tensors are DLTensor*, passed as addresses)
+    "tcuda_comm_set_engine": (S, [c_int]),
+    "tcuda_comm_get_engine": (S, [P(c_int)]),
     "tcuda_comm_broadcast": (S, [c_void_p, P(c_int), c_size_t, P(c_void_p)]),
     "tcuda_comm_broadcast_out": (S, [c_void_p, P(c_void_p), c_size_t]),
     "tcuda_comm_broadcast_coalesced": (S, [P(c_void_p), c_size_t, P(c_int), c_size_t, c_size_t, P(c_void_p)]),

@@ -9,7 +9,25 @@ from . import _dlpack
 from ._device import _device_index
 from ._lib import StreamT, check, int64_arg, lib, size_arg
 
-__all__ = ["broadcast", "broadcast_coalesced", "reduce_add", "reduce_add_coalesced", "scatter", "gather"]
+__all__ = ["broadcast", "broadcast_coalesced", "reduce_add", "reduce_add_coalesced", "scatter", "gather",
+           "set_engine", "get_engine"]
+
+_ENGINES = ("auto", "nccl", "copy")  # tcuda_comm_engine's values, in order
+
+
+def set_engine(engine):
+    """tcuda's own option (torch has none): 'nccl' always uses NCCL where
+    PyTorch would, 'copy' never does, 'auto' (the default) decides per call."""
+    if engine not in _ENGINES:
+        raise ValueError("tcuda.comm.set_engine: engine %r is not one of %s" % (engine, ", ".join(_ENGINES)))
+    check(lib.tcuda_comm_set_engine(_ENGINES.index(engine)))
+
+
+def get_engine():
+    """The engine in effect: 'auto', 'nccl' or 'copy'."""
+    e = c_int(0)
+    check(lib.tcuda_comm_get_engine(byref(e)))
+    return _ENGINES[e.value]
 
 BUFFER_SIZE = 10485760
 _HOST = -2  # TCUDA_COMM_HOST

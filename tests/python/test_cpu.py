@@ -809,3 +809,17 @@ def test_nvml_absent_raises_and_process_list_says_so(monkeypatch, tmp_path):
         assert fn.__name__ in str(e)
     msg = tcuda.list_gpu_processes()          # torch returns a message here instead of raising
     assert "NVML is not available" in msg
+
+
+def test_comm_engine_option_round_trips_and_checks_its_argument():
+    import tcuda
+    assert tcuda.comm.get_engine() == "auto"
+    try:
+        for e in ("nccl", "copy", "auto"):
+            tcuda.comm.set_engine(e)
+            assert tcuda.comm.get_engine() == e
+        with pytest.raises(ValueError, match="engine 'gauss'"):
+            tcuda.comm.set_engine("gauss")
+        assert tcuda.comm.get_engine() == "auto"
+    finally:
+        tcuda.comm.set_engine("auto")
