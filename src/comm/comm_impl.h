@@ -46,10 +46,6 @@ tc_tensor tc_comm_contig_like(const tc_tensor *t, void *data, int device);
 
 /* ---- copy.c: copies ---- */
 
-/* Bytes between any two places (device -1: host), run on stream strm (on a
- * GPU of the pair). */
-tcuda_status tc_comm_copy_bytes(const char *F, void *dst, int ddev, const void *src, int sdev, size_t bytes,
-                                tcuda_stream_t strm);
 /* dst = src (same shape and dtype), PyTorch copy_ style. ds is the stream
  * of dst's device that owns the result, ss the current stream of src's
  * device. Host destinations are complete on return only when pinned
@@ -57,7 +53,7 @@ tcuda_status tc_comm_copy_bytes(const char *F, void *dst, int ddev, const void *
 tcuda_status tc_comm_copy_view(const char *F, const tc_tensor *dst, tcuda_stream_t ds, const tc_tensor *src,
                                tcuda_stream_t ss);
 
-/* ---- kernel.c: the kernel engine ---- */
+/* ---- kernel.c: the engines (copy.c builds on these) ---- */
 
 /* A copy's layout after coalescing: n dims, element size es, the shape and
  * the destination's and source's strides (in elements). */
@@ -74,6 +70,10 @@ int tc_comm_peer_ok(int dev, int peer);
 /* The strided copy of numel elements laid out as l, on stream strm. */
 tcuda_status tc_comm_launch_strided(const char *F, tcuda_stream_t strm, char *dst, const char *src, const tc_layout *l,
                                     int64_t numel);
+/* Bytes between any two places (device -1: host), run on stream strm (on a
+ * GPU of the pair). */
+tcuda_status tc_comm_copy_bytes(const char *F, void *dst, int ddev, const void *src, int sdev, size_t bytes,
+                                tcuda_stream_t strm);
 /* Several contiguous byte copies in one kernel launch on stream strm. */
 tcuda_status tc_comm_multicopy(const char *F, const tc_copy_item *items, size_t n, tcuda_stream_t strm);
 /* Sum contiguous buffers ptrs[i] (on devs[i], count elements each) into

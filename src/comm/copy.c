@@ -42,37 +42,6 @@ static int same_dense(const tc_tensor *a, const tc_tensor *b) {
   return 1;
 }
 
-/* One GPU-to-GPU copy by a copy engine, on stream strm (of either end). */
-static tcuda_status p2p_copy(const char *F, char *dst, int ddev, const char *src, int sdev, size_t bytes,
-                             tcuda_stream_t strm) {
-  int saved;
-  tcuda_status s = tc_on_device_begin(F, strm.device, &saved);
-  if (s) return s;
-  cudaError_t e = cudaMemcpyPeerAsync(dst, ddev, src, sdev, bytes, strm.handle);
-  tc_on_device_end(saved);
-  return e ? tc_cuda_error(e, F, "cudaMemcpyPeerAsync") : TCUDA_SUCCESS;
-}
-
-/* Bytes between any two places, run on stream strm (on a GPU of the pair). */
-tcuda_status tc_comm_copy_bytes(const char *F, void *dst, int ddev, const void *src, int sdev, size_t bytes,
-                                tcuda_stream_t strm) {
-  if (!bytes) return TCUDA_SUCCESS;
-  if (ddev >= 0 && sdev >= 0 && ddev != sdev) return p2p_copy(F, dst, ddev, src, sdev, bytes, strm);
-  int saved, e;
-  const char *call;
-  tcuda_status s = tc_on_device_begin(F, strm.device, &saved);
-  if (s) return s;
-  if (ddev >= 0 && sdev >= 0) {
-    call = "tc_k_copy";
-    e = tc_k_copy(strm.handle, dst, src, bytes, tc_comm_blocks_for(strm.device));
-  } else {
-    call = "cudaMemcpyAsync";
-    e = (int)cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, strm.handle);
-  }
-  tc_on_device_end(saved);
-  return e ? tc_cuda_error((cudaError_t)e, F, call) : TCUDA_SUCCESS;
-}
-
 static void host_strided(char *dst, const int64_t *sd, const char *src, const int64_t *ss, const int64_t *shape,
                          int n, int64_t es, int64_t numel) {
   int64_t idx[TC_COMM_MAX_DIMS] = {0};

@@ -1,6 +1,7 @@
-/* comm's kernel engine: peer access, the launches of kernels.cu (strided
- * and batched copies, sums) and reduce_add's sum of flat buffers, by NCCL
- * or by tcuda's sum kernel. */
+/* comm's engines: peer access, raw byte copies (a copy engine between
+ * GPUs), the launches of kernels.cu (strided and batched copies, sums) and
+ * reduce_add's sum of flat buffers, by NCCL or by tcuda's sum kernel.
+ * copy.c builds on these; nothing here calls copy.c. */
 #include "comm/comm_impl.h"
 #include "comm/kernels.h"
 #include <pthread.h>
@@ -198,4 +199,37 @@ tcuda_status tc_comm_reduce_flat(const char *F, int engine, size_t n, const int 
     acc = result;
   }
   return s;
+}
+
+/* ---- raw byte copies: a copy engine between GPUs, a kernel on one ---- */
+
+/* One GPU-to-GPU copy by a copy engine, on stream strm (of either end). */
+static tcuda_status p2p_copy(const char *F, char *dst, int ddev, const char *src, int sdev, size_t bytes,
+                             tcuda_stream_t strm) {
+  int saved;
+  tcuda_status s = tc_on_device_begin(F, strm.device, &saved);
+  if (s) return s;
+  cudaError_t e = cudaMemcpyPeerAsync(dst, ddev, src, sdev, bytes, strm.handle);
+  tc_on_device_end(saved);
+  return e ? tc_cuda_error(e, F, "cudaMemcpyPeerAsync") : TCUDA_SUCCESS;
+}
+
+/* Bytes between any two places, run on stream strm (on a GPU of the pair). */
+tcuda_status tc_comm_copy_bytes(const char *F, void *dst, int ddev, const void *src, int sdev, size_t bytes,
+                                tcuda_stream_t strm) {
+  if (!bytes) return TCUDA_SUCCESS;
+  if (ddev >= 0 && sdev >= 0 && ddev != sdev) return p2p_copy(F, dst, ddev, src, sdev, bytes, strm);
+  int saved, e;
+  const char *call;
+  tcuda_status s = tc_on_device_begin(F, strm.device, &saved);
+  if (s) return s;
+  if (ddev >= 0 && sdev >= 0) {
+    call = "tc_k_copy";
+    e = tc_k_copy(strm.handle, dst, src, bytes, tc_comm_blocks_for(strm.device));
+  } else {
+    call = "cudaMemcpyAsync";
+    e = (int)cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, strm.handle);
+  }
+  tc_on_device_end(saved);
+  return e ? tc_cuda_error((cudaError_t)e, F, call) : TCUDA_SUCCESS;
 }
