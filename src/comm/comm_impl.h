@@ -1,4 +1,4 @@
-/* Internal glue between the comm layer's files: the public calls (comm.c)
+/* Internal glue between the comm layer's files: the public calls (api.c)
  * use the output tensors (tensor.c), the copies (copy.c), the kernel
  * engine (kernel.c) and NCCL (nccl.c). Includes CUDA. */
 #ifndef TC_COMM_IMPL_H
