@@ -46,7 +46,14 @@ def main():
     result("scatter_256MiB_total", big / timeit(lambda: comm.scatter(a, [0, 1])))
     result("gather_256MiB_total", big / timeit(lambda: comm.gather([h0, h1], 0, 0)))
     result("broadcast_coalesced_1000x64KiB", many / timeit(lambda: comm.broadcast_coalesced(small, [0, 1])))
-    result("gather_to_host_256MiB", big / timeit(lambda: comm.gather([h0, h1], 0, -1)))
+    # torch allocates fresh pageable memory for each gather to the host; that
+    # figure is the torch column of both tcuda rows, the reused pinned output
+    # (its target) and the fresh pageable one (like for like).
+    to_host = big / timeit(lambda: comm.gather([h0, h1], 0, "cpu"))
+    result("gather_to_host_256MiB_reused_pinned_out", to_host)
+    result("gather_to_host_256MiB_fresh_pageable_out", to_host)
+    pinned = torch.empty(n, pin_memory=True)
+    result("gather_out_to_host_256MiB_pinned", big / timeit(lambda: comm.gather([h0, h1], 0, out=pinned)))
 
 
 if __name__ == "__main__":
