@@ -6,6 +6,7 @@
 #include "harness.h"
 #include "alloc/alloc.h"
 #include "inspect/history.h"
+#include <dirent.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -289,6 +290,54 @@ static void test_encoding_edges(void) {
   free(buf);
 }
 
+/* The temporary file is created exclusively: a link planted at its old,
+ * predictable name (PATH.tmp<pid>) is not followed, the victim it points
+ * to keeps its bytes, and the snapshot is a regular file with the mode a
+ * plain fopen() would give it. */
+static void test_write_ignores_planted_link(void) {
+  char dir[] = "/tmp/tc_link_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char path[128], victim[128], link[160];
+  snprintf(path, sizeof path, "%s/snap.pickle", dir);
+  snprintf(victim, sizeof victim, "%s/victim", dir);
+  snprintf(link, sizeof link, "%s.tmp%ld", path, (long)getpid());
+  FILE *f = fopen(victim, "w");
+  CHECK(f != NULL);
+  if (f) {
+    fputs("precious", f);
+    fclose(f);
+  }
+  CHECK_EQ_INT(symlink(victim, link), 0);
+  tcuda_snapshot_t snap = {0};
+  tc_snapshot_doc doc = {.snap = &snap, .num_devices = 1};
+  mode_t um = umask(0);
+  umask(um);
+  for (int json = 0; json < 2; json++) {
+    CHECK_OK(tc_snapshot_doc_write("test", &doc, path, json));
+    char text[64] = {0};
+    f = fopen(victim, "r");
+    if (f) {
+      CHECK(fread(text, 1, sizeof text - 1, f) == 8);
+      fclose(f);
+    }
+    CHECK(!strcmp(text, "precious"));
+    struct stat st;
+    CHECK(lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0);
+    CHECK_EQ_INT(st.st_mode & 0777, 0666 & ~um);
+    CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode)); /* left alone */
+  }
+  /* nothing else is left in the directory */
+  DIR *d = opendir(dir);
+  int n = 0;
+  for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
+  if (d) closedir(d);
+  CHECK_EQ_INT(n, 3);
+  unlink(link);
+  unlink(victim);
+  unlink(path);
+  rmdir(dir);
+}
+
 static void test_device_hooks_and_dump(void) {
   tc_alloc *a = sim_alloc(1ull << 34);
   /* recording before the allocator exists starts tracing at attach */
@@ -425,4 +474,4 @@ static void test_public_bad_input(void) {
 }
 
 TC_MAIN(T(test_entries_and_meanings), T(test_ring_buffer), T(test_document_pickle_and_json), T(test_encoding_edges),
-        T(test_device_hooks_and_dump), T(test_oom_snapshot), T(test_replay_history), T(test_public_bad_input))
+        T(test_write_ignores_planted_link), T(test_device_hooks_and_dump), T(test_oom_snapshot), T(test_replay_history), T(test_public_bad_input))
