@@ -524,7 +524,9 @@ TCUDA_API tcuda_status tcuda_allocator_get_config(char **out);
  *   c                    checkpoint
  *   e                    empty_cache()
  *   r                    reset_peak_memory_stats()
- * IDs and sizes are decimal (or 0x hex). A request the allocator cannot
+ * IDs and sizes are decimal (or 0x hex); SIZE is at most 2^64 - 2 MiB - 1
+ * (18446744073707454463: a larger one would overflow the allocator's
+ * rounding and is a parse error). A request the allocator cannot
  * satisfy counts as an OOM (num_ooms) and the replay goes on; freeing that
  * handle later does nothing, like a Python script that caught the error. */
 typedef struct tcuda_replay_options {

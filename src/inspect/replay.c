@@ -16,6 +16,10 @@
 #include <string.h>
 
 #define TC_H200_BYTES 150109880320ULL
+
+/* every size the parser accepts is one tc_alloc_malloc takes (an OOM at
+ * worst), so a parsed trace replays to the end */
+_Static_assert(TC_TRACE_MAX_SIZE <= UINT64_MAX - TC_ROUND_LARGE, "trace sizes must not overflow the rounding");
 #define TC_MAX_TRACE_DEVICES 64 /* device_traces slots a replay snapshot may name */
 
 /* ---- a backend wrapper: logs the segments cudaMalloc returns (GPU), or

@@ -143,6 +143,10 @@ static tcuda_status parse_line(const char *s, size_t n, uint32_t line, tc_trace 
     uint64_t st = 0;
     if (!parse_u64(f[1], &op.id)) return bad_number(line, "id", f[1]);
     if (!parse_u64(f[2], &op.size)) return bad_number(line, "size", f[2]);
+    if (op.size > TC_TRACE_MAX_SIZE)
+      return PERR("trace line %u: size %llu out of range (at most %llu, 2^64 - 2 MiB - 1: larger sizes overflow "
+                  "the allocator's rounding)",
+                  line, (unsigned long long)op.size, (unsigned long long)TC_TRACE_MAX_SIZE);
     if (nf == 4 && !parse_u64(f[3], &st)) return bad_number(line, "stream", f[3]);
     if (st > TC_TRACE_MAX_STREAM)
       return PERR("trace line %u: stream %llu out of range (at most %d)", line, (unsigned long long)st,

@@ -118,6 +118,23 @@ expect_fail "trace line 2: id 1 is already live" --simulate "$tmp/bad3.trace"
 printf 'q\n' > "$tmp/bad4.trace"
 expect_fail "trace line 1: unknown op 'q'" --simulate "$tmp/bad4.trace"
 expect_fail "cannot open trace" --simulate "$tmp/does-not-exist.trace"
+# a size whose rounding up to 2 MiB would overflow is refused by the parser,
+# before anything runs, like any other bad line
+printf 'a 1 100\nc\na 2 18446744073709551615\nc\n' > "$tmp/huge.trace"
+expect_fail "trace line 3: size 18446744073709551615 out of range (at most 18446744073707454463" \
+  --simulate "$tmp/huge.trace"
+printf 'a 1 18446744073707454464\n' > "$tmp/huge2.trace"
+expect_fail "trace line 1: size 18446744073707454464 out of range" --simulate "$tmp/huge2.trace"
+# the largest size accepted replays: the request fails as an OOM (torch's
+# "more than 1EB", which is not counted in num_ooms) and the replay goes on
+printf 'a 1 18446744073707454463\nc\nf 1\na 2 1000\nc\n' > "$tmp/edge.trace"
+if "$cli" replay --simulate "$tmp/edge.trace" > "$tmp/edge.json" 2> "$tmp/err"; then
+  python3 -c 'import json, sys; s = [c["stats"] for c in json.load(open(sys.argv[1]))]
+got = [(c["allocation.all.allocated"], c["allocated_bytes.all.current"]) for c in s]
+assert got == [(0, 0), (1, 1024)], got' "$tmp/edge.json" || bad "the largest accepted size did not replay as an OOM"
+else
+  bad "replay of the largest accepted size failed: $(cat "$tmp/err")"
+fi
 expect_fail "max_split_size_mb" --simulate --config "max_split_size_mb:abc" "$data/basic.trace"
 expect_fail "--va 'sideways'" --simulate --va sideways "$data/basic.trace"
 expect_fail "need --simulate" --va driver "$data/basic.trace"

@@ -24,6 +24,10 @@ static void test_parse_ops_and_slots(void) {
   }
   tc_trace_free(&t);
   CHECK(t.ops == NULL && t.num_ops == 0);
+  /* the largest size accepted: its rounding cannot overflow */
+  CHECK_OK(parse("a 1 18446744073707454463\n", &t));
+  CHECK(t.num_ops == 1 && t.ops[0].size == TC_TRACE_MAX_SIZE && TC_TRACE_MAX_SIZE == 18446744073707454463ull);
+  tc_trace_free(&t);
 }
 
 static void test_empty_and_first_stream(void) {
@@ -76,6 +80,8 @@ static void test_rejections(void) {
       {"a x 10\n", "trace line 1: bad id 'x'"},
       {"a 1 -5\n", "trace line 1: bad size '-5'"},
       {"a 1 18446744073709551616\n", "trace line 1: bad size '18446744073709551616'"},
+      {"a 1 18446744073709551615\n", "trace line 1: size 18446744073709551615 out of range (at most 18446744073707454463"},
+      {"a 1 0xffffffffffe00000\n", "trace line 1: size 18446744073707454464 out of range"},
       {"a 1 0x\n", "trace line 1: bad size '0x'"},
       {"a 1 10 s\n", "trace line 1: bad stream 's'"},
       {"a 1 10 1025\n", "trace line 1: stream 1025 out of range"},
