@@ -9,6 +9,7 @@
  * Symbols are looked up here, at write time, never on the allocation path. */
 #define _GNU_SOURCE
 #include "history.h"
+#include "core/error.h"
 #include "json.h"
 #include <dlfcn.h>
 #include <errno.h>
@@ -625,9 +626,11 @@ tcuda_status tc_snapshot_doc_write(const char *func, const tc_snapshot_doc *doc,
     free(buf);
     return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
   }
+  char shown[256]; /* the name as it may be quoted: no terminal escapes */
+  tc_printable(path, shown, sizeof shown);
   int fd = create_beside(path, tmp, cap);
   if (fd < 0) {
-    s = tc_error(TCUDA_ERROR_IO, "%s: cannot write '%s': %s", func, path, strerror(errno));
+    s = tc_error(TCUDA_ERROR_IO, "%s: cannot write '%s': %s", func, shown, strerror(errno));
   } else {
     int bad = !write_all(fd, buf, len);
     int err = errno;
@@ -641,7 +644,7 @@ tcuda_status tc_snapshot_doc_write(const char *func, const tc_snapshot_doc *doc,
     }
     if (bad) {
       unlink(tmp);
-      s = tc_error(TCUDA_ERROR_IO, "%s: writing '%s' failed: %s", func, path, strerror(err ? err : EIO));
+      s = tc_error(TCUDA_ERROR_IO, "%s: writing '%s' failed: %s", func, shown, strerror(err ? err : EIO));
     }
   }
   free(tmp);

@@ -108,11 +108,19 @@ static tcuda_status rec_mem_info(void *c, int dev, uint64_t *fr, uint64_t *tot) 
   return r->inner->mem_info(r->inner->ctx, dev, fr, tot);
 }
 
+/* File names and file contents are quoted in messages through this: control
+ * bytes (terminal escapes) and bytes outside UTF-8 are shown as \xNN. */
+typedef struct {
+  char s[256];
+} quoted;
+static const char *q(quoted *b, const char *text) { return tc_printable(text, b->s, sizeof b->s); }
+
 /* "ADDR SIZE" per line (decimal or 0x hex), '#' comments: the format of
  * addresses_file, here the recorded segment_map entries. */
 static tcuda_status load_maps(const char *func, const char *path, rec_ctx *r) {
+  quoted qp, ql;
   FILE *f = fopen(path, "r");
-  if (!f) return tc_error(TCUDA_ERROR_IO, "%s: cannot open maps_file '%s': %s", func, path, strerror(errno));
+  if (!f) return tc_error(TCUDA_ERROR_IO, "%s: cannot open maps_file '%s': %s", func, q(&qp, path), strerror(errno));
   char line[512];
   size_t lineno = 0, cap = 0;
   tcuda_status st = TCUDA_SUCCESS;
@@ -133,8 +141,8 @@ static tcuda_status load_maps(const char *func, const char *path, rec_ctx *r) {
     }
     while (*p == ' ' || *p == '\t') p++;
     if (!ok || *p || !v[1] || v[0] + v[1] < v[0]) {
-      st = tc_error(TCUDA_ERROR_PARSE, "%s: maps_file %s:%zu: expected 'ADDR SIZE', got '%s'", func, path, lineno,
-                    line);
+      st = tc_error(TCUDA_ERROR_PARSE, "%s: maps_file %s:%zu: expected 'ADDR SIZE', got '%s'", func, q(&qp, path),
+                    lineno, q(&ql, line));
     } else if (r->nmaps == cap) {
       size_t nc = cap ? cap * 2 : 64;
       rec_range *n = realloc(r->maps, nc * sizeof *n);
@@ -143,7 +151,7 @@ static tcuda_status load_maps(const char *func, const char *path, rec_ctx *r) {
     }
     if (!st) r->maps[r->nmaps++] = (rec_range){v[0], v[1]};
   }
-  if (!st && ferror(f)) st = tc_error(TCUDA_ERROR_IO, "%s: error reading maps_file '%s'", func, path);
+  if (!st && ferror(f)) st = tc_error(TCUDA_ERROR_IO, "%s: error reading maps_file '%s'", func, q(&qp, path));
   fclose(f);
   return st;
 }
@@ -318,6 +326,7 @@ static void replay_cleanup(replay *r) {
 }
 
 static tcuda_status check_options(const char *func, const tcuda_replay_options_t *o) {
+  quoted qp;
   if (o->struct_size < sizeof(tcuda_replay_options_t))
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: opt->struct_size %zu is not sizeof(tcuda_replay_options_t) (%zu)",
                     func, o->struct_size, sizeof(tcuda_replay_options_t));
@@ -333,10 +342,10 @@ static tcuda_status check_options(const char *func, const tcuda_replay_options_t
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: history_path is empty", func);
   if (o->maps_file && !o->simulate)
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: maps_file '%s' applies only with simulate = 1", func,
-                    o->maps_file);
+                    q(&qp, o->maps_file));
   if (o->simulate && o->record_addresses)
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
-                    "%s: record_addresses '%s' needs the real GPU (simulate is 1)", func, o->record_addresses);
+                    "%s: record_addresses '%s' needs the real GPU (simulate is 1)", func, q(&qp, o->record_addresses));
   if (!o->simulate && (o->addresses_file || o->capacity || o->va_mode))
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
                     "%s: addresses_file, capacity and va_mode apply only with simulate = 1", func);
@@ -400,7 +409,8 @@ static tcuda_status replay_run(const char *func, const tc_trace *tr, const tcuda
       r.rec.inner = be;
       r.rec.log = fopen(o->record_addresses, "w");
       if (!r.rec.log) {
-        s = tc_error(TCUDA_ERROR_IO, "%s: cannot write record_addresses '%s': %s", func, o->record_addresses,
+        quoted qp;
+        s = tc_error(TCUDA_ERROR_IO, "%s: cannot write record_addresses '%s': %s", func, q(&qp, o->record_addresses),
                      strerror(errno));
         replay_cleanup(&r);
         return s;
@@ -431,7 +441,9 @@ static tcuda_status replay_run(const char *func, const tc_trace *tr, const tcuda
     if (r.rec.log) {
       int bad = r.rec.log_failed | (fclose(r.rec.log) != 0);
       r.rec.log = NULL;
-      if (bad) s = tc_error(TCUDA_ERROR_IO, "%s: writing record_addresses '%s' failed", func, o->record_addresses);
+      quoted qp;
+      if (bad)
+        s = tc_error(TCUDA_ERROR_IO, "%s: writing record_addresses '%s' failed", func, q(&qp, o->record_addresses));
     }
   }
   if (!s) {
@@ -467,8 +479,9 @@ tcuda_status tcuda_replay_file(const char *trace_path, const tcuda_replay_option
   TC_CHECK_ARG(func, json_out, "json_out");
   *json_out = NULL;
   TC_CHECK_ARG(func, trace_path, "trace_path");
+  quoted qp;
   FILE *f = fopen(trace_path, "rb");
-  if (!f) return tc_error(TCUDA_ERROR_IO, "%s: cannot open trace '%s': %s", func, trace_path, strerror(errno));
+  if (!f) return tc_error(TCUDA_ERROR_IO, "%s: cannot open trace '%s': %s", func, q(&qp, trace_path), strerror(errno));
   tc_sbuf b = {0};
   char chunk[65536];
   size_t n;
@@ -477,11 +490,12 @@ tcuda_status tcuda_replay_file(const char *trace_path, const tcuda_replay_option
   fclose(f);
   if (rd_err) {
     tc_sbuf_free(&b);
-    return tc_error(TCUDA_ERROR_IO, "%s: cannot read trace '%s'", func, trace_path);
+    return tc_error(TCUDA_ERROR_IO, "%s: cannot read trace '%s'", func, q(&qp, trace_path));
   }
   if (b.failed) {
     tc_sbuf_free(&b);
-    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: trace '%s' does not fit in host memory", func, trace_path);
+    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: trace '%s' does not fit in host memory", func,
+                    q(&qp, trace_path));
   }
   tcuda_status s = replay_text(func, b.p ? b.p : "", b.len, opt, json_out);
   tc_sbuf_free(&b);

@@ -154,6 +154,15 @@ expect_fail "with ADDR > 0" --simulate --addresses "$tmp/zero.addresses" "$data/
 printf '0x7f0000000000 \033]0;pwned\007\n' > "$tmp/esc.addresses"
 expect_fail "'0x7f0000000000 \\x1b]0;pwned\\x07'" --simulate --addresses "$tmp/esc.addresses" "$data/basic.trace"
 grep -q "$(printf '\033')" "$tmp/err" && bad "an escape byte from the addresses file reached stderr"
+# nor does a field quoted from the trace, a maps line, or a file name
+printf 'a 1 \033]0;pwned\007\n' > "$tmp/esc.trace"
+expect_fail "trace line 1: bad size '\\x1b]0;pwned\\x07'" --simulate "$tmp/esc.trace"
+grep -q "$(printf '\033')" "$tmp/err" && bad "an escape byte from the trace reached stderr"
+printf '\033[2J\n' > "$tmp/esc.maps"
+expect_fail "esc.maps:1: expected 'ADDR SIZE', got '\\x1b[2J'" --simulate --maps "$tmp/esc.maps" "$data/basic.trace"
+grep -q "$(printf '\033')" "$tmp/err" && bad "an escape byte from the maps file reached stderr"
+expect_fail "cannot open trace '$tmp/\\x1b[2Jgone.trace'" --simulate "$tmp/$(printf '\033')[2Jgone.trace"
+grep -q "$(printf '\033')" "$tmp/err" && bad "an escape byte from the trace's file name reached stderr"
 # the same addresses, disjoint, are used as given
 printf '0x7f0000000000 2097152\n0x7f0004000000 20971520\n0x7f0000200000 2097152\n' > "$tmp/ok.addresses"
 if "$cli" replay --simulate --addresses "$tmp/ok.addresses" "$data/basic.trace" > "$tmp/addr.json" 2> "$tmp/err"; then

@@ -458,6 +458,9 @@ static void test_public_bad_input(void) {
   CHECK_ERR(tcuda_memory_snapshot_dump_json("/nonexistent-dir/s.json"), TCUDA_ERROR_IO,
             "tcuda_memory_snapshot_dump_json: cannot write '/nonexistent-dir/s.json'");
   CHECK(!file_exists("/nonexistent-dir/s.json"));
+  /* a path is quoted without its terminal escapes */
+  CHECK_ERR(tcuda_memory_snapshot_dump_json("/nonexistent-dir/\033[2J.json"), TCUDA_ERROR_IO,
+            "cannot write '/nonexistent-dir/\\x1b[2J.json'");
   tcuda_memory_stats_t st;
   memset(&st, 0, sizeof st);
   char *out = (char *)1;
