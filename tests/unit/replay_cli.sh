@@ -218,5 +218,13 @@ PY
 else
   bad "replay with a small capacity failed: $(cat "$tmp/err")"
 fi
+# stdout that cannot be written: a message and status 1, for a short output
+# (found at the final flush) and a long one (found while streaming)
+if [ -w /dev/full ]; then
+  for t in "$data/basic.trace" "$TCUDA_SOURCE_DIR/tests/data/torch/training_loop.trace"; do
+    if "$cli" replay --simulate "$t" > /dev/full 2> "$tmp/err"; then bad "replay to /dev/full succeeded"
+    else grep -q "tcuda replay: write error: No space left on device" "$tmp/err" || bad "replay to /dev/full: $(cat "$tmp/err")"; fi
+  done
+fi
 [ $fail = 0 ] && echo "replay_cli: all passed"
 exit $fail
