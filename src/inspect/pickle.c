@@ -66,12 +66,13 @@ static void close_(em *e, int dict) {
   else put_u8(e, dict ? 'u' : 'e');
 }
 
-/* Strings are UTF-8 for pickle's *UNICODE opcodes; symbol and file names
- * are bytes, so anything outside ASCII becomes '?' to keep them valid. */
+/* Strings are UTF-8 for pickle's *UNICODE opcodes (the unpickler refuses
+ * anything else); symbol and file names are bytes, so each byte that
+ * starts no valid character becomes U+FFFD, as in the JSON. */
 static void str(em *e, const char *s) {
   sep(e);
-  size_t n = strlen(s);
   if (e->json) { tc_json_str(&e->b, s); return; }
+  size_t n = tc_utf8_fixed_len(s);
   if (n < 256) {
     put_u8(e, 0x8c); /* SHORT_BINUNICODE */
     put_u8(e, (uint8_t)n);
@@ -79,11 +80,7 @@ static void str(em *e, const char *s) {
     put_u8(e, 'X'); /* BINUNICODE */
     put_le(e, n, 4);
   }
-  size_t at = e->b.len;
-  tc_sbuf_put(&e->b, s, n);
-  if (!e->b.failed)
-    for (size_t i = 0; i < n; i++)
-      if ((unsigned char)e->b.p[at + i] >= 0x80) e->b.p[at + i] = '?';
+  tc_sbuf_put_utf8(&e->b, s);
 }
 static void key(em *e, const char *k) {
   str(e, k);
