@@ -524,7 +524,9 @@ TCUDA_API tcuda_status tcuda_allocator_get_config(char **out);
  *   c                    checkpoint
  *   e                    empty_cache()
  *   r                    reset_peak_memory_stats()
- * IDs and sizes are decimal (or 0x hex). A request the allocator cannot
+ * IDs and sizes are decimal (or 0x hex); SIZE is at most 2^64 - 2 MiB - 1
+ * (18446744073707454463: a larger one would overflow the allocator's
+ * rounding and is a parse error). A request the allocator cannot
  * satisfy counts as an OOM (num_ooms) and the replay goes on; freeing that
  * handle later does nothing, like a Python script that caught the error. */
 typedef struct tcuda_replay_options {
@@ -561,12 +563,28 @@ typedef struct tcuda_replay_options {
  * bad config; TCUDA_ERROR_IO for unreadable files; "replay diverged at
  * segment N" when recorded addresses do not fit, "replay diverged at map N"
  * when a map differs from maps_file. Nothing leaks on error and
- * *json_out is then NULL. */
+ * *json_out is then NULL. The whole output is held in memory until the
+ * end (one checkpoint's JSON holds every segment and block: a long trace
+ * of many checkpoints makes hundreds of MB); tcuda_replay_file_to streams
+ * it instead. */
 TCUDA_API tcuda_status tcuda_replay_file(const char *trace_path, const tcuda_replay_options_t *opt,
                                          char **json_out);
-/* The same for a trace held in memory (NUL-terminated). */
+/* The same for a trace held in memory (NUL-terminated), output likewise
+ * held whole. */
 TCUDA_API tcuda_status tcuda_replay_string(const char *trace, const tcuda_replay_options_t *opt,
                                            char **json_out);
+/* tcuda_replay_file, streaming: the JSON goes to write_fn(user, bytes, n)
+ * piece by piece as each checkpoint is taken, so memory stays bounded by
+ * the allocator's state however long the output is. The pieces, joined,
+ * are exactly the text tcuda_replay_file returns. write_fn returns
+ * TCUDA_SUCCESS to go on; any other status stops the replay, and is
+ * returned (message "tcuda_replay_file_to: the output callback returned
+ * STATUS"). Errors are those of tcuda_replay_file; a bad trace, option or
+ * file is found before anything is written. An error later leaves what was
+ * written without the array's closing ']': never a complete document. */
+TCUDA_API tcuda_status tcuda_replay_file_to(const char *trace_path, const tcuda_replay_options_t *opt,
+                                            tcuda_status (*write_fn)(void *user, const char *bytes, size_t n),
+                                            void *user);
 
 /* @@REPLAY@@ */
 

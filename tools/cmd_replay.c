@@ -1,6 +1,8 @@
 /* tcuda replay: run an allocation trace through a fresh caching allocator
  * (simulated or on the GPU) and print the stats and segments at each
- * checkpoint as JSON. */
+ * checkpoint as JSON, streamed as the checkpoints are taken (the output
+ * can be far larger than the trace). A failure part-way leaves the array
+ * unclosed on stdout, never a complete document, and exits 1. */
 #include "cli.h"
 #include <errno.h>
 #include <stdlib.h>
@@ -31,6 +33,17 @@ static int parse_num(const char *s, unsigned long long *out) {
   errno = 0;
   *out = strtoull(s, &end, 0);
   return !errno && !*end;
+}
+
+typedef struct {
+  int err; /* errno of the first failed write to stdout */
+} out_ctx;
+
+static tcuda_status to_stdout(void *user, const char *bytes, size_t n) {
+  out_ctx *c = user;
+  if (fwrite(bytes, 1, n, stdout) == n) return TCUDA_SUCCESS;
+  c->err = errno ? errno : EIO;
+  return TCUDA_ERROR_IO;
 }
 
 int cmd_replay(int argc, char **argv) {
@@ -87,10 +100,12 @@ int cmd_replay(int argc, char **argv) {
   }
   if (!trace) return usage_error("%s", "no trace given");
   if (sim_only && !o.simulate) return usage_error("%s", "--va, --addresses, --maps and --capacity need --simulate");
-  char *json = NULL;
-  if (tcuda_replay_file(trace, &o, &json)) return cli_fail("replay");
-  fputs(json, stdout);
-  tcuda_string_free(json);
+  out_ctx c = {0};
+  if (tcuda_replay_file_to(trace, &o, to_stdout, &c)) {
+    if (!c.err) return cli_fail("replay");
+    fprintf(stderr, "tcuda replay: write error: %s\n", strerror(c.err));
+    return 1;
+  }
   if (fflush(stdout)) { fprintf(stderr, "tcuda replay: write error: %s\n", strerror(errno)); return 1; }
   return 0;
 }

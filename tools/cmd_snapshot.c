@@ -118,6 +118,12 @@ static int copy_out(const char *from, const char *to) {
   return bad;
 }
 
+/* The replay's checkpoints are not wanted here, only its history file. */
+static tcuda_status discard(void *user, const char *bytes, size_t n) {
+  (void)user, (void)bytes, (void)n;
+  return TCUDA_SUCCESS;
+}
+
 int cmd_snapshot(int argc, char **argv) {
   const char *trace = NULL, *out = NULL, *config = NULL;
   int device = -1, json = 0, pickle = 0, abbreviated = 0;
@@ -226,11 +232,7 @@ int cmd_snapshot(int argc, char **argv) {
   if (fd < 0) { fprintf(stderr, "tcuda snapshot: mkstemps: %s\n", strerror(errno)); return 1; }
   close(fd);
   o.history_path = t;
-  char *js = NULL;
-  int rc = 0;
-  if (tcuda_replay_file(trace, &o, &js)) rc = cli_fail("snapshot");
-  else rc = copy_out(t, out);
-  tcuda_string_free(js);
+  int rc = tcuda_replay_file_to(trace, &o, discard, NULL) ? cli_fail("snapshot") : copy_out(t, out);
   unlink(t);
   return rc;
 }

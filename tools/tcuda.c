@@ -22,9 +22,11 @@ int cli_fail(const char *what) {
 /* The library's escaping rules (src/inspect/json.h), straight to f. */
 void cli_json_string(FILE *f, const char *s) {
   fputc('"', f);
-  for (; *s; s++) {
+  for (const unsigned char *p = (const unsigned char *)s; *p;) {
     char e[6];
-    fwrite(e, 1, tc_json_escape_byte((unsigned char)*s, e), f);
+    size_t used;
+    fwrite(e, 1, tc_json_escape_char(p, e, &used), f);
+    p += used;
   }
   fputc('"', f);
 }

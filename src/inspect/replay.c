@@ -3,7 +3,11 @@
  * The trace is parsed and validated in full first, so a bad line fails
  * before any memory is touched. Side streams are real CUDA streams on the
  * GPU (created on first use, as the trace format says) and distinct fake
- * keys in the simulation; the JSON prints the trace's stream numbers. */
+ * keys in the simulation; the JSON prints the trace's stream numbers.
+ *
+ * The JSON goes to a sink as each checkpoint is taken, so memory follows
+ * the allocator's state, not the length of the output; the string forms
+ * use a sink that gathers it all. */
 #include "alloc/alloc.h"
 #include "core/core.h"
 #include "history.h"
@@ -16,6 +20,10 @@
 #include <string.h>
 
 #define TC_H200_BYTES 150109880320ULL
+
+/* every size the parser accepts is one tc_alloc_malloc takes (an OOM at
+ * worst), so a parsed trace replays to the end */
+_Static_assert(TC_TRACE_MAX_SIZE <= UINT64_MAX - TC_ROUND_LARGE, "trace sizes must not overflow the rounding");
 #define TC_MAX_TRACE_DEVICES 64 /* device_traces slots a replay snapshot may name */
 
 /* ---- a backend wrapper: logs the segments cudaMalloc returns (GPU), or
@@ -104,11 +112,19 @@ static tcuda_status rec_mem_info(void *c, int dev, uint64_t *fr, uint64_t *tot) 
   return r->inner->mem_info(r->inner->ctx, dev, fr, tot);
 }
 
+/* File names and file contents are quoted in messages through this: control
+ * bytes (terminal escapes) and bytes outside UTF-8 are shown as \xNN. */
+typedef struct {
+  char s[256];
+} quoted;
+static const char *q(quoted *b, const char *text) { return tc_printable(text, b->s, sizeof b->s); }
+
 /* "ADDR SIZE" per line (decimal or 0x hex), '#' comments: the format of
  * addresses_file, here the recorded segment_map entries. */
 static tcuda_status load_maps(const char *func, const char *path, rec_ctx *r) {
+  quoted qp, ql;
   FILE *f = fopen(path, "r");
-  if (!f) return tc_error(TCUDA_ERROR_IO, "%s: cannot open maps_file '%s': %s", func, path, strerror(errno));
+  if (!f) return tc_error(TCUDA_ERROR_IO, "%s: cannot open maps_file '%s': %s", func, q(&qp, path), strerror(errno));
   char line[512];
   size_t lineno = 0, cap = 0;
   tcuda_status st = TCUDA_SUCCESS;
@@ -129,8 +145,8 @@ static tcuda_status load_maps(const char *func, const char *path, rec_ctx *r) {
     }
     while (*p == ' ' || *p == '\t') p++;
     if (!ok || *p || !v[1] || v[0] + v[1] < v[0]) {
-      st = tc_error(TCUDA_ERROR_PARSE, "%s: maps_file %s:%zu: expected 'ADDR SIZE', got '%s'", func, path, lineno,
-                    line);
+      st = tc_error(TCUDA_ERROR_PARSE, "%s: maps_file %s:%zu: expected 'ADDR SIZE', got '%s'", func, q(&qp, path),
+                    lineno, q(&ql, line));
     } else if (r->nmaps == cap) {
       size_t nc = cap ? cap * 2 : 64;
       rec_range *n = realloc(r->maps, nc * sizeof *n);
@@ -139,7 +155,7 @@ static tcuda_status load_maps(const char *func, const char *path, rec_ctx *r) {
     }
     if (!st) r->maps[r->nmaps++] = (rec_range){v[0], v[1]};
   }
-  if (!st && ferror(f)) st = tc_error(TCUDA_ERROR_IO, "%s: error reading maps_file '%s'", func, path);
+  if (!st && ferror(f)) st = tc_error(TCUDA_ERROR_IO, "%s: error reading maps_file '%s'", func, q(&qp, path));
   fclose(f);
   return st;
 }
@@ -163,6 +179,8 @@ static void rec_wrap(tc_backend *w, rec_ctx *r) {
 
 /* ---- replay ---- */
 
+typedef tcuda_status (*tc_replay_sink)(void *user, const char *bytes, size_t n);
+
 typedef struct {
   const char *func;
   const tc_trace *tr;
@@ -175,7 +193,9 @@ typedef struct {
   uint64_t *keys;      /* stream number -> stream key */
   unsigned char *made; /* stream number -> key is valid */
   uint64_t *addr;      /* slot -> address (0: nothing to free) */
-  tc_sbuf out;
+  tc_replay_sink write;
+  void *user;
+  int sink_failed;     /* the sink refused: its status goes back as it is */
   int guard_on;
   tcuda_device_guard_t guard;
 } replay;
@@ -187,7 +207,16 @@ static int64_t map_stream(void *ctx, int64_t key) {
   return key;
 }
 
-/* Host OOM out of the sbuf shows up once, at the end. */
+static tcuda_status emit(replay *r, const char *p, size_t n) {
+  tcuda_status s = r->write(r->user, p, n);
+  if (!s) return TCUDA_SUCCESS;
+  r->sink_failed = 1;
+  if (s == TCUDA_ERROR_HOST_OUT_OF_MEMORY) return tc_error(s, "%s: out of host memory", r->func);
+  return tc_error(s, "%s: the output callback returned %s", r->func, tcuda_status_name(s));
+}
+
+/* One element of the array; the '[' opens it with the first (an error
+ * before any checkpoint then leaves no output at all). */
 static tcuda_status checkpoint(replay *r, int first) {
   tcuda_memory_stats_t st;
   tc_alloc_get_stats(r->a, &st);
@@ -202,15 +231,14 @@ static tcuda_status checkpoint(replay *r, int first) {
     free(gj);
     return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", r->func);
   }
-  tc_sbuf_puts(&r->out, first ? "\n" : ",\n");
-  tc_sbuf_puts(&r->out, "{\"stats\": ");
-  tc_sbuf_puts(&r->out, sj);
-  tc_sbuf_puts(&r->out, ", \"segments\": ");
-  tc_sbuf_puts(&r->out, gj);
-  tc_sbuf_puts(&r->out, "}");
+  const char *head = first ? "[\n{\"stats\": " : ",\n{\"stats\": ";
+  const char *mid = ", \"segments\": ";
+  if (!(s = emit(r, head, strlen(head))) && !(s = emit(r, sj, strlen(sj))) && !(s = emit(r, mid, strlen(mid))) &&
+      !(s = emit(r, gj, strlen(gj))))
+    s = emit(r, "}", 1);
   free(sj);
   free(gj);
-  return TCUDA_SUCCESS;
+  return s;
 }
 
 static tcuda_status stream_key(replay *r, uint32_t k, uint64_t *key) {
@@ -266,7 +294,7 @@ static tcuda_status run_ops(replay *r) {
     case 'e': s = tc_alloc_empty_cache(r->a); break;
     case 'r': tc_alloc_reset_peak(r->a); break;
     }
-    if (s) return op_error(s, op->line);
+    if (s) return r->sink_failed ? s : op_error(s, op->line);
   }
   return TCUDA_SUCCESS;
 }
@@ -310,10 +338,10 @@ static void replay_cleanup(replay *r) {
   free(r->keys);
   free(r->made);
   free(r->addr);
-  tc_sbuf_free(&r->out);
 }
 
 static tcuda_status check_options(const char *func, const tcuda_replay_options_t *o) {
+  quoted qp;
   if (o->struct_size < sizeof(tcuda_replay_options_t))
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: opt->struct_size %zu is not sizeof(tcuda_replay_options_t) (%zu)",
                     func, o->struct_size, sizeof(tcuda_replay_options_t));
@@ -329,10 +357,10 @@ static tcuda_status check_options(const char *func, const tcuda_replay_options_t
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: history_path is empty", func);
   if (o->maps_file && !o->simulate)
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: maps_file '%s' applies only with simulate = 1", func,
-                    o->maps_file);
+                    q(&qp, o->maps_file));
   if (o->simulate && o->record_addresses)
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
-                    "%s: record_addresses '%s' needs the real GPU (simulate is 1)", func, o->record_addresses);
+                    "%s: record_addresses '%s' needs the real GPU (simulate is 1)", func, q(&qp, o->record_addresses));
   if (!o->simulate && (o->addresses_file || o->capacity || o->va_mode))
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
                     "%s: addresses_file, capacity and va_mode apply only with simulate = 1", func);
@@ -340,11 +368,13 @@ static tcuda_status check_options(const char *func, const tcuda_replay_options_t
 }
 
 static tcuda_status replay_run(const char *func, const tc_trace *tr, const tcuda_replay_options_t *o,
-                               char **json_out) {
+                               tc_replay_sink sink, void *user) {
   replay r;
   memset(&r, 0, sizeof r);
   r.func = func;
   r.tr = tr;
+  r.write = sink;
+  r.user = user;
   r.simulate = o->simulate;
   r.device = o->simulate ? 0 : o->device;
   tc_alloc_config cfg;
@@ -396,7 +426,8 @@ static tcuda_status replay_run(const char *func, const tc_trace *tr, const tcuda
       r.rec.inner = be;
       r.rec.log = fopen(o->record_addresses, "w");
       if (!r.rec.log) {
-        s = tc_error(TCUDA_ERROR_IO, "%s: cannot write record_addresses '%s': %s", func, o->record_addresses,
+        quoted qp;
+        s = tc_error(TCUDA_ERROR_IO, "%s: cannot write record_addresses '%s': %s", func, q(&qp, o->record_addresses),
                      strerror(errno));
         replay_cleanup(&r);
         return s;
@@ -414,12 +445,8 @@ static tcuda_status replay_run(const char *func, const tc_trace *tr, const tcuda
     replay_cleanup(&r);
     return s;
   }
-  tc_sbuf_puts(&r.out, "[");
   s = run_ops(&r);
-  if (!s) {
-    tc_sbuf_puts(&r.out, tr->num_checkpoints ? "\n]\n" : "]\n");
-    if (o->history_path) s = write_history(&r, o, &cfg);
-  }
+  if (!s && o->history_path) s = write_history(&r, o, &cfg);
   if (!s) {
     /* give the memory back before reporting, so a failure there shows */
     tc_alloc_destroy(r.a);
@@ -427,59 +454,98 @@ static tcuda_status replay_run(const char *func, const tc_trace *tr, const tcuda
     if (r.rec.log) {
       int bad = r.rec.log_failed | (fclose(r.rec.log) != 0);
       r.rec.log = NULL;
-      if (bad) s = tc_error(TCUDA_ERROR_IO, "%s: writing record_addresses '%s' failed", func, o->record_addresses);
+      quoted qp;
+      if (bad)
+        s = tc_error(TCUDA_ERROR_IO, "%s: writing record_addresses '%s' failed", func, q(&qp, o->record_addresses));
     }
   }
-  if (!s) {
-    *json_out = tc_sbuf_take(&r.out);
-    if (!*json_out) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  }
+  /* the array closes only when everything succeeded: output cut short by
+   * a later error is never a complete document */
+  if (!s) s = tr->num_checkpoints ? emit(&r, "\n]\n", 3) : emit(&r, "[]\n", 3);
   replay_cleanup(&r);
   return s;
 }
 
 static tcuda_status replay_text(const char *func, const char *text, size_t len, const tcuda_replay_options_t *opt,
-                                char **json_out) {
+                                tc_replay_sink sink, void *user) {
   tcuda_replay_options_t def = TCUDA_REPLAY_OPTIONS_INIT;
   const tcuda_replay_options_t *o = opt ? opt : &def;
   tcuda_status s = check_options(func, o);
   if (s) return s;
   tc_trace tr;
   if ((s = tc_trace_parse(text, len, &tr))) return s;
-  s = replay_run(func, &tr, o, json_out);
+  s = replay_run(func, &tr, o, sink, user);
   tc_trace_free(&tr);
   return s;
 }
 
-tcuda_status tcuda_replay_string(const char *trace, const tcuda_replay_options_t *opt, char **json_out) {
-  TC_CHECK_ARG("tcuda_replay_string", json_out, "json_out");
-  *json_out = NULL;
-  TC_CHECK_ARG("tcuda_replay_string", trace, "trace");
-  return replay_text("tcuda_replay_string", trace, strlen(trace), opt, json_out);
+/* The sink of the string forms: the whole output in one buffer. */
+static tcuda_status gather(void *user, const char *p, size_t n) {
+  tc_sbuf *b = user;
+  tc_sbuf_put(b, p, n);
+  return b->failed ? TCUDA_ERROR_HOST_OUT_OF_MEMORY : TCUDA_SUCCESS;
 }
 
-tcuda_status tcuda_replay_file(const char *trace_path, const tcuda_replay_options_t *opt, char **json_out) {
-  static const char *func = "tcuda_replay_file";
-  TC_CHECK_ARG(func, json_out, "json_out");
-  *json_out = NULL;
-  TC_CHECK_ARG(func, trace_path, "trace_path");
+static tcuda_status gathered(const char *func, tcuda_status s, tc_sbuf *b, char **json_out) {
+  if (!s && !(*json_out = tc_sbuf_take(b)))
+    s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
+  tc_sbuf_free(b);
+  return s;
+}
+
+/* The trace file's text into b (the trace is input: it is held whole). */
+static tcuda_status read_trace(const char *func, const char *trace_path, tc_sbuf *b) {
+  quoted qp;
   FILE *f = fopen(trace_path, "rb");
-  if (!f) return tc_error(TCUDA_ERROR_IO, "%s: cannot open trace '%s': %s", func, trace_path, strerror(errno));
-  tc_sbuf b = {0};
+  if (!f) return tc_error(TCUDA_ERROR_IO, "%s: cannot open trace '%s': %s", func, q(&qp, trace_path), strerror(errno));
   char chunk[65536];
   size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) tc_sbuf_put(&b, chunk, n);
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) tc_sbuf_put(b, chunk, n);
   int rd_err = ferror(f);
   fclose(f);
   if (rd_err) {
-    tc_sbuf_free(&b);
-    return tc_error(TCUDA_ERROR_IO, "%s: cannot read trace '%s'", func, trace_path);
+    tc_sbuf_free(b);
+    return tc_error(TCUDA_ERROR_IO, "%s: cannot read trace '%s'", func, q(&qp, trace_path));
   }
-  if (b.failed) {
-    tc_sbuf_free(&b);
-    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: trace '%s' does not fit in host memory", func, trace_path);
+  if (b->failed) {
+    tc_sbuf_free(b);
+    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: trace '%s' does not fit in host memory", func,
+                    q(&qp, trace_path));
   }
-  tcuda_status s = replay_text(func, b.p ? b.p : "", b.len, opt, json_out);
-  tc_sbuf_free(&b);
+  return TCUDA_SUCCESS;
+}
+
+tcuda_status tcuda_replay_string(const char *trace, const tcuda_replay_options_t *opt, char **json_out) {
+  static const char *F = "tcuda_replay_string";
+  TC_CHECK_ARG(F, json_out, "json_out");
+  *json_out = NULL;
+  TC_CHECK_ARG(F, trace, "trace");
+  tc_sbuf out = {0};
+  return gathered(F, replay_text(F, trace, strlen(trace), opt, gather, &out), &out, json_out);
+}
+
+tcuda_status tcuda_replay_file(const char *trace_path, const tcuda_replay_options_t *opt, char **json_out) {
+  static const char *F = "tcuda_replay_file";
+  TC_CHECK_ARG(F, json_out, "json_out");
+  *json_out = NULL;
+  TC_CHECK_ARG(F, trace_path, "trace_path");
+  tc_sbuf text = {0}, out = {0};
+  tcuda_status s = read_trace(F, trace_path, &text);
+  if (s) return s;
+  s = replay_text(F, text.p ? text.p : "", text.len, opt, gather, &out);
+  tc_sbuf_free(&text);
+  return gathered(F, s, &out, json_out);
+}
+
+tcuda_status tcuda_replay_file_to(const char *trace_path, const tcuda_replay_options_t *opt,
+                                  tcuda_status (*write_fn)(void *user, const char *bytes, size_t n), void *user) {
+  static const char *F = "tcuda_replay_file_to";
+  TC_CHECK_ARG(F, trace_path, "trace_path");
+  TC_CHECK_ARG(F, write_fn, "write_fn");
+  tc_sbuf text = {0};
+  tcuda_status s = read_trace(F, trace_path, &text);
+  if (s) return s;
+  s = replay_text(F, text.p ? text.p : "", text.len, opt, write_fn, user);
+  tc_sbuf_free(&text);
   return s;
 }

@@ -111,9 +111,21 @@ void tc_trace_free(tc_trace *t) {
 
 #define PERR(...) tc_error(TCUDA_ERROR_PARSE, __VA_ARGS__)
 
+/* A field as it may be quoted in a message: the trace is untrusted text,
+ * so control bytes (terminal escapes) and bytes outside UTF-8 are shown as
+ * \xNN, and a long field is cut with "...". Fields hold no NUL (the line
+ * was checked). */
+static const char *shown(tok t, char out[64]) {
+  char in[128];
+  size_t n = t.n < sizeof in - 1 ? t.n : sizeof in - 1;
+  memcpy(in, t.s, n);
+  in[n] = 0;
+  return tc_printable(in, out, 64);
+}
+
 static tcuda_status bad_number(uint32_t line, const char *what, tok t) {
-  return PERR("trace line %u: bad %s '%.*s' (expected a non-negative integer)", line, what,
-              (int)(t.n > 40 ? 40 : t.n), t.s);
+  char q[64];
+  return PERR("trace line %u: bad %s '%s' (expected a non-negative integer)", line, what, shown(t, q));
 }
 
 static tcuda_status parse_line(const char *s, size_t n, uint32_t line, tc_trace *tr, size_t *cap, id_map *live) {
@@ -131,9 +143,10 @@ static tcuda_status parse_line(const char *s, size_t n, uint32_t line, tc_trace 
     f[nf++] = (tok){s + b, i - b};
   }
   if (!nf) return TCUDA_SUCCESS;
-  if (f[0].n != 1 || !strchr("afcer", f[0].s[0]))
-    return PERR("trace line %u: unknown op '%.*s' (expected a, f, c, e or r)", line,
-                (int)(f[0].n > 40 ? 40 : f[0].n), f[0].s);
+  if (f[0].n != 1 || !strchr("afcer", f[0].s[0])) {
+    char q[64];
+    return PERR("trace line %u: unknown op '%s' (expected a, f, c, e or r)", line, shown(f[0], q));
+  }
   tc_trace_op op = {0};
   op.kind = f[0].s[0];
   op.line = line;
@@ -143,6 +156,10 @@ static tcuda_status parse_line(const char *s, size_t n, uint32_t line, tc_trace 
     uint64_t st = 0;
     if (!parse_u64(f[1], &op.id)) return bad_number(line, "id", f[1]);
     if (!parse_u64(f[2], &op.size)) return bad_number(line, "size", f[2]);
+    if (op.size > TC_TRACE_MAX_SIZE)
+      return PERR("trace line %u: size %llu out of range (at most %llu, 2^64 - 2 MiB - 1: larger sizes overflow "
+                  "the allocator's rounding)",
+                  line, (unsigned long long)op.size, (unsigned long long)TC_TRACE_MAX_SIZE);
     if (nf == 4 && !parse_u64(f[3], &st)) return bad_number(line, "stream", f[3]);
     if (st > TC_TRACE_MAX_STREAM)
       return PERR("trace line %u: stream %llu out of range (at most %d)", line, (unsigned long long)st,

@@ -9,7 +9,9 @@
  *   r                    reset peak stats
  * The parser checks the whole trace before anything runs (unknown or
  * duplicate live ids included), so a replay never stops half-way on bad
- * input. Handles become dense slots: the replay needs no hash map. */
+ * input: a trace that parses replays to the end, a request the device
+ * cannot hold being an OOM, not an error. Handles become dense slots: the
+ * replay needs no hash map. */
 #ifndef TC_TRACE_H
 #define TC_TRACE_H
 #include "tcuda.h"
@@ -17,6 +19,11 @@
 #include <stdint.h>
 
 #define TC_TRACE_MAX_STREAM 1024
+/* The largest SIZE: 2^64 - 2 MiB - 1. The allocator rounds a request up to
+ * at most a 2 MiB multiple (TC_ROUND_LARGE) before looking at the device,
+ * and refuses a size whose rounding would wrap around (an overflow error,
+ * not an OOM); every size up to this one is an OOM at worst. */
+#define TC_TRACE_MAX_SIZE (UINT64_MAX - ((uint64_t)2 << 20))
 
 typedef struct tc_trace_op {
   char kind;        /* 'a', 'f', 'c', 'e', 'r' */

@@ -1,8 +1,10 @@
 /* libFuzzer: trace parser, replay and the allocator policy on the simulated
  * device. Byte 0 picks a config and address model; the rest is a trace.
  *  - a trace the parser rejects names its line;
- *  - an accepted trace replays without error (OOMs are part of replay) and
- *    gives one JSON element per checkpoint;
+ *  - an accepted trace replays to the end and gives one JSON element per
+ *    checkpoint: the parser refuses what the allocator cannot take (sizes
+ *    above TC_TRACE_MAX_SIZE, whose rounding would overflow), and a request
+ *    the device cannot hold is an OOM, a normal outcome, never an error;
  *  - run op by op on the engine, every invariant of alloc_check.h holds
  *    after every operation, and freeing everything returns every byte. */
 #include "inspect/trace.h"
@@ -40,6 +42,7 @@ static void run_engine(const tc_trace *tr, const char *conf, double fraction, in
   int nlive = 0;
   for (size_t i = 0; i < tr->num_ops; i++) {
     const tc_trace_op *op = &tr->ops[i];
+    if (op->kind == 'a' && op->size > TC_TRACE_MAX_SIZE) FAIL("line %u: size above the bound parsed", op->line);
     uint64_t stream = op->stream ? 0x7f0000000000ULL + (uint64_t)op->stream * 0x1000 : 0;
     tcuda_status s = TCUDA_SUCCESS;
     switch (op->kind) {

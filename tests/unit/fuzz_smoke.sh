@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Build the libFuzzer targets with clang (TCUDA_FUZZ=ON) in a build tree of
-# their own and run each for a while (TCUDA_FUZZ_SECONDS, default 30), seeded
-# with the repository's traces and some configs. SKIPPED (77) when clang
-# cannot build a libFuzzer binary here.
+# their own, run each on its committed corpus (tests/fuzz/corpus/NAME: inputs
+# that once broke it, kept as regressions), then fuzz each for a while
+# (TCUDA_FUZZ_SECONDS, default 30) seeded with that corpus, the repository's
+# traces and some configs. SKIPPED (77) when clang cannot build a libFuzzer
+# binary here.
 set -u
 src="${TCUDA_SOURCE_DIR:?}"
 secs="${TCUDA_FUZZ_SECONDS:-30}"
@@ -51,8 +53,21 @@ done
 fail=0
 for f in fuzz_trace fuzz_config; do
   corpus="$probe/${f#fuzz_}"
+  kept="$src/tests/fuzz/corpus/${f#fuzz_}"
+  kept_dirs=()
+  # each committed input once, by name, so a regression says which one
+  for k in "$kept"/*; do
+    [ -f "$k" ] || continue
+    kept_dirs=("$kept")
+    if ! "$bld/tests/fuzz/$f" -timeout=20 -rss_limit_mb=4096 -artifact_prefix="$probe/kept-" "$k" > "$probe/$f.kept.log" 2>&1; then
+      echo "FAIL $f on the committed input $(basename "$k"):"
+      grep -v '^INFO\|^\s*$\|^ *#[0-9]' "$probe/$f.kept.log" | head -5
+      fail=1
+    fi
+  done
+  # new inputs go to the first directory (the temporary one), never to the tree
   if "$bld/tests/fuzz/$f" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
-       -artifact_prefix="$probe/" "$corpus" > "$probe/$f.log" 2>&1; then
+       -artifact_prefix="$probe/" "$corpus" ${kept_dirs[@]+"${kept_dirs[@]}"} > "$probe/$f.log" 2>&1; then
     echo "ok   $f: $(grep -E 'stat::number_of_executed_units' "$probe/$f.log" | awk '{print $2}') runs in ${secs}s"
   else
     echo "FAIL $f:"

@@ -118,6 +118,23 @@ expect_fail "trace line 2: id 1 is already live" --simulate "$tmp/bad3.trace"
 printf 'q\n' > "$tmp/bad4.trace"
 expect_fail "trace line 1: unknown op 'q'" --simulate "$tmp/bad4.trace"
 expect_fail "cannot open trace" --simulate "$tmp/does-not-exist.trace"
+# a size whose rounding up to 2 MiB would overflow is refused by the parser,
+# before anything runs, like any other bad line
+printf 'a 1 100\nc\na 2 18446744073709551615\nc\n' > "$tmp/huge.trace"
+expect_fail "trace line 3: size 18446744073709551615 out of range (at most 18446744073707454463" \
+  --simulate "$tmp/huge.trace"
+printf 'a 1 18446744073707454464\n' > "$tmp/huge2.trace"
+expect_fail "trace line 1: size 18446744073707454464 out of range" --simulate "$tmp/huge2.trace"
+# the largest size accepted replays: the request fails as an OOM (torch's
+# "more than 1EB", which is not counted in num_ooms) and the replay goes on
+printf 'a 1 18446744073707454463\nc\nf 1\na 2 1000\nc\n' > "$tmp/edge.trace"
+if "$cli" replay --simulate "$tmp/edge.trace" > "$tmp/edge.json" 2> "$tmp/err"; then
+  python3 -c 'import json, sys; s = [c["stats"] for c in json.load(open(sys.argv[1]))]
+got = [(c["allocation.all.allocated"], c["allocated_bytes.all.current"]) for c in s]
+assert got == [(0, 0), (1, 1024)], got' "$tmp/edge.json" || bad "the largest accepted size did not replay as an OOM"
+else
+  bad "replay of the largest accepted size failed: $(cat "$tmp/err")"
+fi
 expect_fail "max_split_size_mb" --simulate --config "max_split_size_mb:abc" "$data/basic.trace"
 expect_fail "--va 'sideways'" --simulate --va sideways "$data/basic.trace"
 expect_fail "need --simulate" --va driver "$data/basic.trace"
@@ -137,6 +154,15 @@ expect_fail "with ADDR > 0" --simulate --addresses "$tmp/zero.addresses" "$data/
 printf '0x7f0000000000 \033]0;pwned\007\n' > "$tmp/esc.addresses"
 expect_fail "'0x7f0000000000 \\x1b]0;pwned\\x07'" --simulate --addresses "$tmp/esc.addresses" "$data/basic.trace"
 grep -q "$(printf '\033')" "$tmp/err" && bad "an escape byte from the addresses file reached stderr"
+# nor does a field quoted from the trace, a maps line, or a file name
+printf 'a 1 \033]0;pwned\007\n' > "$tmp/esc.trace"
+expect_fail "trace line 1: bad size '\\x1b]0;pwned\\x07'" --simulate "$tmp/esc.trace"
+grep -q "$(printf '\033')" "$tmp/err" && bad "an escape byte from the trace reached stderr"
+printf '\033[2J\n' > "$tmp/esc.maps"
+expect_fail "esc.maps:1: expected 'ADDR SIZE', got '\\x1b[2J'" --simulate --maps "$tmp/esc.maps" "$data/basic.trace"
+grep -q "$(printf '\033')" "$tmp/err" && bad "an escape byte from the maps file reached stderr"
+expect_fail "cannot open trace '$tmp/\\x1b[2Jgone.trace'" --simulate "$tmp/$(printf '\033')[2Jgone.trace"
+grep -q "$(printf '\033')" "$tmp/err" && bad "an escape byte from the trace's file name reached stderr"
 # the same addresses, disjoint, are used as given
 printf '0x7f0000000000 2097152\n0x7f0004000000 20971520\n0x7f0000200000 2097152\n' > "$tmp/ok.addresses"
 if "$cli" replay --simulate --addresses "$tmp/ok.addresses" "$data/basic.trace" > "$tmp/addr.json" 2> "$tmp/err"; then
@@ -191,6 +217,14 @@ if bad: print(f"FAIL: OOM replay: {bad}"); sys.exit(1)
 PY
 else
   bad "replay with a small capacity failed: $(cat "$tmp/err")"
+fi
+# stdout that cannot be written: a message and status 1, for a short output
+# (found at the final flush) and a long one (found while streaming)
+if [ -w /dev/full ]; then
+  for t in "$data/basic.trace" "$TCUDA_SOURCE_DIR/tests/data/torch/training_loop.trace"; do
+    if "$cli" replay --simulate "$t" > /dev/full 2> "$tmp/err"; then bad "replay to /dev/full succeeded"
+    else grep -q "tcuda replay: write error: No space left on device" "$tmp/err" || bad "replay to /dev/full: $(cat "$tmp/err")"; fi
+  done
 fi
 [ $fail = 0 ] && echo "replay_cli: all passed"
 exit $fail

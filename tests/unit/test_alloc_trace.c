@@ -24,6 +24,10 @@ static void test_parse_ops_and_slots(void) {
   }
   tc_trace_free(&t);
   CHECK(t.ops == NULL && t.num_ops == 0);
+  /* the largest size accepted: its rounding cannot overflow */
+  CHECK_OK(parse("a 1 18446744073707454463\n", &t));
+  CHECK(t.num_ops == 1 && t.ops[0].size == TC_TRACE_MAX_SIZE && TC_TRACE_MAX_SIZE == 18446744073707454463ull);
+  tc_trace_free(&t);
 }
 
 static void test_empty_and_first_stream(void) {
@@ -76,6 +80,8 @@ static void test_rejections(void) {
       {"a x 10\n", "trace line 1: bad id 'x'"},
       {"a 1 -5\n", "trace line 1: bad size '-5'"},
       {"a 1 18446744073709551616\n", "trace line 1: bad size '18446744073709551616'"},
+      {"a 1 18446744073709551615\n", "trace line 1: size 18446744073709551615 out of range (at most 18446744073707454463"},
+      {"a 1 0xffffffffffe00000\n", "trace line 1: size 18446744073707454464 out of range"},
       {"a 1 0x\n", "trace line 1: bad size '0x'"},
       {"a 1 10 s\n", "trace line 1: bad stream 's'"},
       {"a 1 10 1025\n", "trace line 1: stream 1025 out of range"},
@@ -87,11 +93,22 @@ static void test_rejections(void) {
       {"c 1\n", "trace line 1: 'c' takes no arguments"},
       {"e now\n", "trace line 1: 'e' takes no arguments"},
       {"r 0\n", "trace line 1: 'r' takes no arguments"},
+      /* quoted input is shown, not sent: control bytes (terminal escapes)
+       * and bytes outside UTF-8 as \xNN, valid UTF-8 as it is, long
+       * fields cut with "..." */
+      {"a 1 \033[2J\n", "trace line 1: bad size '\\x1b[2J'"},
+      {"\033]0;pwned\007 1\n", "trace line 1: unknown op '\\x1b]0;pwned\\x07'"},
+      {"a 1 10\xc3\xa9\n", "trace line 1: bad size '10\xc3\xa9'"},
+      {"a 1 \xff\x9b\n", "trace line 1: bad size '\\xff\\x9b'"},
+      {"a 1 2 \xc2\x9b" "31m\n", "trace line 1: bad stream '\\xc2\\x9b31m'"},
+      {"a 1 1234567890123456789012345678901234567890123456789012345678901234567890x\n",
+       "trace line 1: bad size '123456789012345678901234567890123456789012345678901234567890...'"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     tc_trace t;
     t.num_ops = 99;
     CHECK_ERR(parse(bad[i].text, &t), TCUDA_ERROR_PARSE, bad[i].msg);
+    CHECK(!strpbrk(tcuda_last_error(), "\033\007"));
     CHECK(t.ops == NULL && t.num_ops == 0);
   }
   tc_trace t;

@@ -6,8 +6,11 @@
 #include "harness.h"
 #include "alloc/alloc.h"
 #include "inspect/history.h"
+#include "inspect/json.h"
+#include <dirent.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -289,6 +292,141 @@ static void test_encoding_edges(void) {
   free(buf);
 }
 
+/* The temporary file is created exclusively: a link planted at its old,
+ * predictable name (PATH.tmp<pid>) is not followed, the victim it points
+ * to keeps its bytes, and the snapshot is a regular file with the mode a
+ * plain fopen() would give it. */
+static void test_write_ignores_planted_link(void) {
+  char dir[] = "/tmp/tc_link_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char path[128], victim[128], link[160];
+  snprintf(path, sizeof path, "%s/snap.pickle", dir);
+  snprintf(victim, sizeof victim, "%s/victim", dir);
+  snprintf(link, sizeof link, "%s.tmp%ld", path, (long)getpid());
+  FILE *f = fopen(victim, "w");
+  CHECK(f != NULL);
+  if (f) {
+    fputs("precious", f);
+    fclose(f);
+  }
+  CHECK_EQ_INT(symlink(victim, link), 0);
+  tcuda_snapshot_t snap = {0};
+  tc_snapshot_doc doc = {.snap = &snap, .num_devices = 1};
+  mode_t um = umask(0);
+  umask(um);
+  for (int json = 0; json < 2; json++) {
+    CHECK_OK(tc_snapshot_doc_write("test", &doc, path, json));
+    char text[64] = {0};
+    f = fopen(victim, "r");
+    if (f) {
+      CHECK(fread(text, 1, sizeof text - 1, f) == 8);
+      fclose(f);
+    }
+    CHECK(!strcmp(text, "precious"));
+    struct stat st;
+    CHECK(lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0);
+    CHECK_EQ_INT(st.st_mode & 0777, 0666 & ~um);
+    CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode)); /* left alone */
+  }
+  /* nothing else is left in the directory */
+  DIR *d = opendir(dir);
+  int n = 0;
+  for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
+  if (d) closedir(d);
+  CHECK_EQ_INT(n, 3);
+  unlink(link);
+  unlink(victim);
+  unlink(path);
+  rmdir(dir);
+}
+
+/* Text with valid multibyte characters and bytes outside UTF-8, in the
+ * allocator settings and (as argv[0], which glibc reports as the main
+ * program's file name) in every frame: JSON and pickle stay valid UTF-8,
+ * valid text is kept, and each byte that starts no valid character becomes
+ * U+FFFD. The frames need a process started under that argv[0]: this test
+ * runs itself again as the child. */
+#define UTF8_TEXT "/tmp/caf\xc3\xa9-\xe6\x97\xa5\xe6\x9c\xac-\xff\xfe\x80-\xed\xa0\x80-\xe6\x97-\x01\x1b-end"
+static const char *UTF8_PY =
+    "import json, pickle, sys\n"
+    "d = sys.argv[1]\n"
+    "want = '/tmp/caf\\u00e9-\\u65e5\\u672c-\\ufffd\\ufffd\\ufffd-\\ufffd\\ufffd\\ufffd-\\ufffd\\ufffd-\\x01\\x1b-end'\n"
+    "for name in ('s.json', 's.pickle'):\n"
+    "  raw = open(d + '/' + name, 'rb').read()\n"
+    "  s = json.loads(raw) if name.endswith('json') else pickle.loads(raw)\n"
+    "  got = s['allocator_settings']['PYTORCH_CUDA_ALLOC_CONF']\n"
+    "  assert got == want, (name, got, want)\n"
+    "  files = {f['filename'] for e in s['device_traces'][0] for f in e['frames']}\n"
+    "  assert want in files, (name, files)\n"
+    "print('utf-8 ok')\n";
+
+static void utf8_child(const char *dir) {
+  tc_alloc *a = sim_alloc(1ull << 34);
+  tc_history *h = NULL;
+  CHECK_OK(tc_history_create(0, 1, &h));
+  tc_alloc_set_trace(a, tc_history_trace, h);
+  uint64_t p = 0;
+  CHECK_OK(tc_alloc_malloc(a, 1000, 0, &p));
+  tcuda_snapshot_t *snap = NULL;
+  CHECK_OK(tc_alloc_snapshot(a, &snap));
+  tc_history_copy c;
+  CHECK_OK(tc_history_copy_take(h, &c));
+  tc_snapshot_doc doc = {.snap = snap, .num_devices = 1, .traces = &c, .conf_text = UTF8_TEXT};
+  char path[256];
+  snprintf(path, sizeof path, "%s/s.json", dir);
+  CHECK_OK(tc_snapshot_doc_write("test", &doc, path, 1));
+  snprintf(path, sizeof path, "%s/s.pickle", dir);
+  CHECK_OK(tc_snapshot_doc_write("test", &doc, path, 0));
+  tc_history_copy_free(&c);
+  tc_snapshot_free(snap);
+  tc_alloc_set_trace(a, NULL, NULL);
+  tc_history_destroy(h);
+  sim_free(a);
+}
+
+static void test_utf8_text(void) {
+  const char *child = getenv("TC_UTF8_CHILD");
+  if (child) {
+    utf8_child(child);
+    return;
+  }
+  /* the writer itself: ASCII escapes, UTF-8 kept, U+FFFD per bad byte */
+  tc_sbuf b = {0};
+  tc_json_str(&b, "a\xc3\xa9\xff\"\n\x7f\xe6\x97");
+  char *js = tc_sbuf_take(&b);
+  CHECK(js && !strcmp(js, "\"a\xc3\xa9\xef\xbf\xbd\\\"\\u000a\x7f\xef\xbf\xbd\xef\xbf\xbd\""));
+  free(js);
+  CHECK_EQ_INT(tc_utf8_fixed_len("\xe6\x97\xa5\xff"), 6);
+  if (system("python3 -c '' 2>/dev/null") != 0) {
+    TC_SKIP_PART("decoding needs python3");
+    return;
+  }
+  char dir[] = "/tmp/tc_utf8_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("TC_UTF8_CHILD", dir, 1);
+    char *argv[] = {UTF8_TEXT, "test_utf8_text", NULL};
+    execv("/proc/self/exe", argv);
+    _exit(127);
+  }
+  int status = -1;
+  CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  char py[300], cmd[700];
+  snprintf(py, sizeof py, "%s/check.py", dir);
+  FILE *f = fopen(py, "w");
+  CHECK(f != NULL);
+  if (f) {
+    fputs(UTF8_PY, f);
+    fclose(f);
+  }
+  snprintf(cmd, sizeof cmd, "python3 %s %s", py, dir);
+  CHECK_EQ_INT(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK_EQ_INT(system(cmd), 0);
+}
+
 static void test_device_hooks_and_dump(void) {
   tc_alloc *a = sim_alloc(1ull << 34);
   /* recording before the allocator exists starts tracing at attach */
@@ -409,6 +547,9 @@ static void test_public_bad_input(void) {
   CHECK_ERR(tcuda_memory_snapshot_dump_json("/nonexistent-dir/s.json"), TCUDA_ERROR_IO,
             "tcuda_memory_snapshot_dump_json: cannot write '/nonexistent-dir/s.json'");
   CHECK(!file_exists("/nonexistent-dir/s.json"));
+  /* a path is quoted without its terminal escapes */
+  CHECK_ERR(tcuda_memory_snapshot_dump_json("/nonexistent-dir/\033[2J.json"), TCUDA_ERROR_IO,
+            "cannot write '/nonexistent-dir/\\x1b[2J.json'");
   tcuda_memory_stats_t st;
   memset(&st, 0, sizeof st);
   char *out = (char *)1;
@@ -425,4 +566,5 @@ static void test_public_bad_input(void) {
 }
 
 TC_MAIN(T(test_entries_and_meanings), T(test_ring_buffer), T(test_document_pickle_and_json), T(test_encoding_edges),
+        T(test_write_ignores_planted_link), T(test_utf8_text),
         T(test_device_hooks_and_dump), T(test_oom_snapshot), T(test_replay_history), T(test_public_bad_input))
