@@ -386,6 +386,7 @@ _PROTOTYPES = {
 
 # Exported by libtcuda but deliberately not bound here, with the reason.
 _UNBOUND = {
+    "tcuda_replay_file_to": "C-only by design, as tcuda_replay_file: it streams a trace replay to a C callback",
     "tcuda_status_string": "the package raises tcuda_last_error()'s message; the generic one-line description "
                            "of a status adds nothing to it",
     "tcuda_device_exchange": "torch's counterpart (torch.cuda._exchange_device) is private; tcuda.device() uses "
