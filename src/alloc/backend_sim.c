@@ -533,11 +533,16 @@ static tcuda_status load_addresses(sim *s, const char *path) {
     uint64_t a, sz;
     int ok = parse_num(&p, &a) && parse_num(&p, &sz);
     while (ok && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) p++;
-    if (!ok || *p || !sz || a + sz < a || !a) {
+    /* cudaMalloc's addresses are aligned at least to the allocator's 512 B
+     * blocks, which the policy relies on */
+    if (!ok || *p || !sz || a + sz < a || !a || a % TC_MIN_BLOCK_SIZE) {
       char shown[160];
       line[strcspn(line, "\r\n")] = 0;
       st = tc_error(TCUDA_ERROR_PARSE, "tc_backend_sim_create: %s:%zu: expected 'ADDR SIZE'%s, got '%s'", path,
-                    lineno, ok && !*p && !a ? " with ADDR > 0 (0 is no address)" : "",
+                    lineno,
+                    ok && !*p && !a ? " with ADDR > 0 (0 is no address)"
+                    : ok && !*p && sz && a + sz >= a ? " with ADDR a multiple of 512"
+                                                     : "",
                     tc_printable(line, shown, sizeof shown));
       break;
     }

@@ -150,6 +150,9 @@ expect_fail "replay diverged at segment" --simulate --addresses "$tmp/overlap.ad
 # address 0 marks an empty handle: a recorded segment cannot be there
 printf '0 2097152\n' > "$tmp/zero.addresses"
 expect_fail "with ADDR > 0" --simulate --addresses "$tmp/zero.addresses" "$data/basic.trace"
+# an address no cudaMalloc returns (not 512-byte aligned): found by fuzz_addresses
+printf '0x7f0000000001 2097152\n' > "$tmp/odd.addresses"
+expect_fail "with ADDR a multiple of 512" --simulate --addresses "$tmp/odd.addresses" "$data/basic.trace"
 # a line quoted in a message keeps no terminal escape
 printf '0x7f0000000000 \033]0;pwned\007\n' > "$tmp/esc.addresses"
 expect_fail "'0x7f0000000000 \\x1b]0;pwned\\x07'" --simulate --addresses "$tmp/esc.addresses" "$data/basic.trace"
