@@ -31,14 +31,20 @@ void cli_json_string(FILE *f, const char *s);
 
 /* ---- cli_args.c: options ---- */
 
-/* A subcommand's name and usage text, for the messages below. */
+/* A subcommand's name, synopsis ("usage: tcuda NAME ..." lines) and the
+ * rest of its help. --help prints both on stdout; a usage error prints the
+ * synopsis on stderr. */
 typedef struct cli_cmd {
   const char *name;
-  const char *usage;
+  const char *synopsis;
+  const char *details;
 } cli_cmd;
 
-/* "tcuda NAME: <printf message>", then the usage, on stderr; returns 2. */
+/* "tcuda NAME: <printf message>", then the synopsis, on stderr; returns 2. */
 int cli_usage_error(const cli_cmd *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The library's last message without its leading "tcuda_function: ", for
+ * a message about what the user typed. */
+const char *cli_lib_message(void);
 /* "tcuda NAME: <printf message>" on stderr; returns 1. */
 int cli_error(const cli_cmd *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -58,8 +64,10 @@ int cli_operands(const cli_cmd *c, int argc, char **argv, int max);
 int cli_parse_u64(const cli_cmd *c, const char *opt, const char *s, uint64_t *v);  /* decimal or 0x hex */
 int cli_parse_i64(const cli_cmd *c, const char *opt, const char *s, int64_t *v);
 int cli_parse_f64(const cli_cmd *c, const char *opt, const char *s, double *v);
-/* A count or index 0..max (a leading '-' is named as not valid). */
-int cli_parse_count(const cli_cmd *c, const char *opt, const char *s, uint64_t max, uint64_t *v);
+/* A whole number in min..max: `noun` names it in messages ("-n -4 is not a
+ * valid count: ..."). */
+int cli_parse_whole(const cli_cmd *c, const char *opt, const char *s, const char *noun, uint64_t min, uint64_t max,
+                    uint64_t *v);
 /* Bytes: plain (decimal or 0x hex), or a number with a unit: kB MB GB TB
  * (powers of 1000) or KiB MiB GiB TiB (powers of 1024); "1.5GiB" works
  * when it is a whole number of bytes. Must be > 0. */

@@ -19,8 +19,15 @@ int cli_usage_error(const cli_cmd *c, const char *fmt, ...) {
   va_start(ap, fmt);
   vmsg(c, fmt, ap);
   va_end(ap);
-  fputs(c->usage, stderr);
+  fprintf(stderr, "%s(tcuda %s --help for more)\n", c->synopsis, c->name);
   return CLI_USAGE;
+}
+
+const char *cli_lib_message(void) {
+  const char *m = tcuda_last_error(), *p = m;
+  if (strncmp(m, "tcuda_", 6)) return m;
+  while (*p == '_' || isalnum((unsigned char)*p)) p++;
+  return p[0] == ':' && p[1] == ' ' ? p + 2 : m;
 }
 
 int cli_error(const cli_cmd *c, const char *fmt, ...) {
@@ -56,7 +63,8 @@ int cli_getopt(const cli_cmd *c, int argc, char **argv, const char *shortopts, c
   const char *typed = optind > prev && optind - 1 < argc ? argv[optind - 1] : "?";
   switch (ch) {
   case 'h':
-    fputs(c->usage, stdout);
+    fputs(c->synopsis, stdout);
+    fputs(c->details, stdout);
     *rc = fflush(stdout) ? CLI_FAIL : CLI_OK;
     return CLI_DONE;
   case '?':
@@ -134,20 +142,23 @@ int cli_parse_f64(const cli_cmd *c, const char *opt, const char *s, double *v) {
   return 1;
 }
 
-int cli_parse_count(const cli_cmd *c, const char *opt, const char *s, uint64_t max, uint64_t *v) {
+int cli_parse_whole(const cli_cmd *c, const char *opt, const char *s, const char *noun, uint64_t min, uint64_t max,
+                    uint64_t *v) {
   char b[128];
   uint64_t x;
-  if (*s == '-' || *s == '+') {
-    cli_usage_error(c, "%s %s is not a valid count: it must be a whole number from 0 to %llu", opt,
-                    shown(s, b, sizeof b), (unsigned long long)max);
+  if (*s == '-' || *s == '+' || !scan_u64(s, &x)) {
+    const char *t = shown(s, b, sizeof b);
+    if ((*s == '-' || *s == '+') && scan_u64(s + 1, &x))
+      cli_usage_error(c, "%s %s is not a valid %s: expected a whole number from %llu to %llu", opt, t, noun,
+                      (unsigned long long)min, (unsigned long long)max);
+    else
+      cli_usage_error(c, "%s '%s' is not an integer (a %s, %llu to %llu)", opt, t, noun, (unsigned long long)min,
+                      (unsigned long long)max);
     return 0;
   }
-  if (!scan_u64(s, &x)) {
-    cli_usage_error(c, "%s '%s' is not an integer", opt, shown(s, b, sizeof b));
-    return 0;
-  }
-  if (x > max) {
-    cli_usage_error(c, "%s %s is too large (at most %llu)", opt, s, (unsigned long long)max);
+  if (x < min || x > max) {
+    cli_usage_error(c, "%s %s is not a valid %s: %s %llu", opt, s, noun, x < min ? "at least" : "at most",
+                    (unsigned long long)(x < min ? min : max));
     return 0;
   }
   *v = x;

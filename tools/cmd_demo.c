@@ -3,7 +3,7 @@
 
 static const cli_cmd CMD = {
     "demo",
-    "usage: tcuda demo\n"
+    "usage: tcuda demo\n",
     "  A short tour of the API on this machine: the current device, a kernel, a pool stream,\n"
     "  an allocation from the caching allocator, memory_summary(), and an error. Without a GPU\n"
     "  it shows the error path instead and exits 0.\n"};

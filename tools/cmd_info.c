@@ -10,7 +10,7 @@ static void ver(char *b, size_t n, int v, int nccl) {
 
 static const cli_cmd CMD = {
     "info",
-    "usage: tcuda info [--json]\n"
+    "usage: tcuda info [--json]\n",
     "  The library's version, the CUDA runtime, driver and NCCL versions, the architectures it was\n"
     "  built for, and each device: name, capability, SMs, memory, and a kernel self-test.\n"
     "  Without a GPU it says why CUDA is not available and still exits 0.\n"

@@ -14,7 +14,7 @@ extern const unsigned long tcuda_viz_html_len;
 
 static const cli_cmd CMD = {
     "viz",
-    "usage: tcuda viz SNAPSHOT [-o REPORT.html]\n"
+    "usage: tcuda viz SNAPSHOT [-o REPORT.html]\n",
     "  SNAPSHOT: a pickle (tcuda_memory_snapshot_dump, tcuda replay --history, or torch's\n"
     "            _dump_snapshot) or its JSON form. Without -o the page goes to stdout.\n"
     "  -o, --output FILE: write the page there.\n"

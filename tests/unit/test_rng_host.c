@@ -1,10 +1,12 @@
 /* Host fills (tcuda_rand_fill_host) without a GPU: every uniform and integer
  * fill against the independent host reference (tests/rng_ref.h), for
- * several launch geometries, with the offset advance torch computes, and the
- * argument checks. */
+ * several launch geometries, with the offset advance torch computes; the
+ * same through `tcuda rand --cpu`; and the argument checks. */
 #include "harness.h"
 #include "rng_ref.h"
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static const struct { int sms, tpsm; } geo[] = {{132, 2048}, {108, 2048}, {80, 1536}};
 
@@ -181,10 +183,88 @@ static void test_errors(void) {
   CHECK(!memcmp(buf, orig, sizeof buf));
 }
 
+/* ---- the same through `tcuda rand --cpu` ---- */
+
+/* Runs the CLI; its stdout into *out (malloc'd), its stderr into err.
+ * Returns the exit status, or -1. */
+static int run_cli(const char *args, unsigned char **out, size_t *len, char *err, size_t errcap) {
+  const char *cli = getenv("TCUDA_CLI");
+  char errf[] = "/tmp/tcuda-rng-host-XXXXXX";
+  int fd = mkstemp(errf);
+  if (!cli || fd < 0) return -1;
+  close(fd);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "'%s' rand %s 2>'%s'", cli, args, errf);
+  FILE *p = popen(cmd, "r");
+  if (!p) { unlink(errf); return -1; }
+  size_t cap = 1 << 16, n = 0, r;
+  unsigned char *b = xmalloc(cap);
+  while ((r = fread(b + n, 1, cap - n, p)) > 0)
+    if ((n += r) == cap) {
+      unsigned char *nb = realloc(b, cap *= 2);
+      if (!nb) exit(1);
+      b = nb;
+    }
+  int st = pclose(p);
+  FILE *e = fopen(errf, "r");
+  size_t en = e ? fread(err, 1, errcap - 1, e) : 0;
+  err[en] = 0;
+  if (e) fclose(e);
+  unlink(errf);
+  *out = b;
+  *len = n;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_cli_cpu_vs_reference(void) {
+  if (!getenv("TCUDA_CLI")) { TC_SKIP_PART("TCUDA_CLI is not set"); return; }
+  static const struct { rr_fill f; const char *dist, *extra; } cs[] = {
+    {{.kind = RR_UNIFORM, .dtype = TCUDA_FLOAT32, .from = 0, .to = 1, .seed = 3, .offset = 0, .n = 1001}, "uniform", ""},
+    {{.kind = RR_UNIFORM, .dtype = TCUDA_FLOAT64, .from = -2, .to = 3, .seed = 42, .offset = 64, .n = 540673},
+     "uniform", "--from -2 --to 3"},
+    {{.kind = RR_UNIFORM, .dtype = TCUDA_BFLOAT16, .from = 0.1, .to = 0.7, .seed = 7, .offset = 8, .n = 4099},
+     "uniform", "--from 0.1 --to 0.7"},
+    {{.kind = RR_UNIFORM, .dtype = TCUDA_FLOAT16, .from = 0, .to = 1, .seed = 1, .offset = 4, .n = 1081345},
+     "uniform", ""},
+    {{.kind = RR_RANDOM, .dtype = TCUDA_INT64, .seed = 11, .offset = 12, .n = 270337}, "random", ""},
+    {{.kind = RR_RANDOM, .dtype = TCUDA_UINT8, .seed = 12, .offset = 0, .n = 65537}, "random", ""},
+    {{.kind = RR_RANDOM, .dtype = TCUDA_FLOAT32, .seed = 13, .offset = 400, .n = 257}, "random", ""},
+    {{.kind = RR_RANDINT, .dtype = TCUDA_INT64, .low = -5, .high = 5, .seed = 21, .offset = 0, .n = 1000},
+     "randint", "--low -5 --high 5"},
+    {{.kind = RR_RANDINT, .dtype = TCUDA_INT32, .low = 0, .high = 1 << 30, .seed = 22, .offset = 4, .n = 270335},
+     "randint", "--high 1073741824"},
+    {{.kind = RR_RANDINT, .dtype = TCUDA_BOOL, .low = 0, .high = 2, .seed = 23, .offset = 0, .n = 3},
+     "randint", "--high 2"},
+  };
+  for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
+    rr_fill f = cs[i].f;
+    f.sms = geo[i % 3].sms;
+    f.tpsm = geo[i % 3].tpsm;
+    char args[512], err[4096];
+    snprintf(args, sizeof args,
+             "--cpu --sm-count %d --threads-per-sm %d --seed %llu --offset %llu --dist %s --dtype %s -n %llu %s --state",
+             f.sms, f.tpsm, (unsigned long long)f.seed, (unsigned long long)f.offset, cs[i].dist,
+             tcuda_dtype_name(f.dtype), (unsigned long long)f.n, cs[i].extra);
+    unsigned char *out = NULL;
+    size_t len = 0;
+    int rc = run_cli(args, &out, &len, err, sizeof err);
+    if (rc != 0) fprintf(stderr, "  tcuda rand %s -> %d: %s\n", args, rc, err);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_EQ_INT(len, f.n * rr_size(f.dtype));
+    if (rc == 0 && len == f.n * rr_size(f.dtype)) CHECK_EQ_INT(compare(&f, out, cs[i].dist), 0);
+    char want[128];
+    snprintf(want, sizeof want, "seed=%llu offset=%llu\n", (unsigned long long)f.seed,
+             (unsigned long long)(f.offset + rr_fill_increment(&f)));
+    if (!strstr(err, want)) fprintf(stderr, "  tcuda rand %s: stderr '%s' lacks '%s'\n", args, err, want);
+    CHECK(strstr(err, want) != NULL);
+    free(out);
+  }
+}
+
 int main(int argc, char **argv) {
   static const tc_test tests[] = {
     T(test_uniform_vs_reference), T(test_integers_vs_reference), T(test_equivalent_requests),
-    T(test_offset_arithmetic), T(test_errors),
+    T(test_offset_arithmetic), T(test_errors), T(test_cli_cpu_vs_reference),
   };
   return tc_run(tests, sizeof tests / sizeof *tests, argc, argv);
 }
