@@ -545,6 +545,11 @@ typedef struct tcuda_replay_options {
                                  in order (torch's segment_map trace entries). Each new VA reservation
                                  is placed at the next recorded map's address (where torch's segment
                                  began) and every map must be the recorded one */
+  /* called for each request that runs out of memory, with its trace line and
+     torch's OutOfMemoryError message ("CUDA out of memory. Tried to allocate
+     ..."), before the replay goes on; NULL: none */
+  void (*on_oom)(void *user, unsigned line, const char *message);
+  void *on_oom_user;
 } tcuda_replay_options_t;
 #define TCUDA_REPLAY_OPTIONS_INIT {.struct_size = sizeof(tcuda_replay_options_t), .device = -1}
 
