@@ -547,6 +547,11 @@ typedef struct tcuda_replay_options {
                                  in order (torch's segment_map trace entries). Each new VA reservation
                                  is placed at the next recorded map's address (where torch's segment
                                  began) and every map must be the recorded one */
+  /* called for each request that runs out of memory, with its trace line and
+     torch's OutOfMemoryError message ("CUDA out of memory. Tried to allocate
+     ..."), before the replay goes on; NULL: none */
+  void (*on_oom)(void *user, unsigned line, const char *message);
+  void *on_oom_user;
 } tcuda_replay_options_t;
 #define TCUDA_REPLAY_OPTIONS_INIT {.struct_size = sizeof(tcuda_replay_options_t), .device = -1}
 
@@ -1261,6 +1266,40 @@ TCUDA_API tcuda_status tcuda_rand_randint(tcuda_generator_t *gen, void *buf, siz
  * float32 and bfloat16 only). */
 TCUDA_API tcuda_status tcuda_rand_random_from(tcuda_generator_t *gen, void *buf, size_t n, tcuda_dtype dtype,
                                               int64_t from, const tcuda_stream_t *stream);
+
+/* Host fills: the bytes the fills above write, computed on the CPU, with no
+ * GPU. The values depend on the launch geometry, which torch derives from
+ * the device: a grid of min(blocks needed, sm_count * (max_threads_per_sm
+ * / 256)) blocks of 256 threads. Give the device's (an H200: 132 SMs, 2048
+ * threads per SM) and the result equals its fill at the same seed and
+ * offset, byte for byte. */
+typedef enum tcuda_rand_kind {
+  TCUDA_RAND_UNIFORM = 0,    /* tcuda_rand_uniform(from, to) */
+  TCUDA_RAND_NORMAL = 1,     /* tcuda_rand_normal(mean, std): no host fill (see below) */
+  TCUDA_RAND_RANDOM = 2,     /* tcuda_rand_random() */
+  TCUDA_RAND_RANDINT = 3,    /* tcuda_rand_randint(low, high) */
+  TCUDA_RAND_RANDOM_FROM = 4 /* tcuda_rand_random_from(low) */
+} tcuda_rand_kind;
+/* One fill's arguments: the fields its kind names; the others are unused. */
+typedef struct tcuda_rand_request {
+  tcuda_rand_kind kind;
+  tcuda_dtype dtype;
+  double from, to;    /* UNIFORM */
+  double mean, std;   /* NORMAL */
+  int64_t low, high;  /* RANDINT: [low, high); RANDOM_FROM: from = low */
+} tcuda_rand_request_t;
+#define TCUDA_RAND_REQUEST_INIT {.kind = TCUDA_RAND_UNIFORM, .dtype = TCUDA_FLOAT32, .to = 1, .std = 1}
+
+/* Fill n elements of host memory at buf as the request's GPU fill does for a
+ * generator at (seed, *offset) on a device of sm_count SMs (1..2^20) with
+ * max_threads_per_sm threads each (256..2^20), and advance *offset as that
+ * fill advances the generator. Same dtypes, checks and 32-bit split as the
+ * GPU fill; buf needs no alignment; n = 0 only checks the arguments (buf may
+ * be NULL). TCUDA_ERROR_NOT_SUPPORTED for TCUDA_RAND_NORMAL with n > 0:
+ * normals come from the GPU's own sincosf and logf, which the host does not
+ * reproduce bit for bit. On error *offset and buf are unchanged. */
+TCUDA_API tcuda_status tcuda_rand_fill_host(const tcuda_rand_request_t *req, uint64_t seed, uint64_t *offset,
+                                            int sm_count, int max_threads_per_sm, void *buf, size_t n);
 
 #ifdef __cplusplus
 }

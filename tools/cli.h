@@ -1,8 +1,21 @@
-/* Subcommands of the `tcuda` tool. Each returns the process exit code. */
+/* Subcommands of the `tcuda` tool. Each returns the process exit code.
+ *
+ * Every subcommand follows one convention (tools/cli_args.c implements it):
+ *   0  success; --help prints the usage on stdout. A replay that runs out of
+ *      simulated memory succeeds too (the OOM message goes to stderr).
+ *   1  a failure at run time: I/O, a malformed input file, CUDA missing or
+ *      failing, a bad allocator config in the environment.
+ *   2  bad usage: an unknown option, a missing or extra argument, a bad
+ *      option value, an option that does not apply. The message and the
+ *      usage go to stderr. */
 #ifndef TCUDA_CLI_H
 #define TCUDA_CLI_H
 #include "tcuda.h"
+#include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
+
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
 int cmd_info(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
@@ -11,8 +24,73 @@ int cmd_rand(int argc, char **argv);
 int cmd_viz(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 
-/* Print "tcuda: <message>" for the last failed call and return 1. */
+/* Print "tcuda <what>: <message>" for the last failed call and return 1. */
 int cli_fail(const char *what);
 /* Write s as a JSON string literal. */
 void cli_json_string(FILE *f, const char *s);
+
+/* ---- cli_args.c: options ---- */
+
+/* A subcommand's name, synopsis ("usage: tcuda NAME ..." lines) and the
+ * rest of its help. --help prints both on stdout; a usage error prints the
+ * synopsis on stderr. */
+typedef struct cli_cmd {
+  const char *name;
+  const char *synopsis;
+  const char *details;
+} cli_cmd;
+
+/* "tcuda NAME: <printf message>", then the synopsis, on stderr; returns 2. */
+int cli_usage_error(const cli_cmd *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The library's last message without its leading "tcuda_function: ", for
+ * a message about what the user typed. */
+const char *cli_lib_message(void);
+/* "tcuda NAME: <printf message>" on stderr; returns 1. */
+int cli_error(const cli_cmd *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* getopt_long with the convention: returns an option's val, or -1 once the
+ * options end (argv[optind..] are the operands), or CLI_DONE when the
+ * command must return *rc now (--help printed: 0; an unknown option or a
+ * missing value reported: 2). longopts must hold {"help", 0, 0, 'h'}. */
+#define CLI_DONE (-2)
+int cli_getopt(const cli_cmd *c, int argc, char **argv, const char *shortopts, const struct option *longopts,
+               int *rc);
+/* Operands after the options: at most `max`, else a usage error. Returns
+ * how many there are, or -1 after reporting too many. */
+int cli_operands(const cli_cmd *c, int argc, char **argv, int max);
+
+/* Values; each returns 1, or 0 after printing a message that names the
+ * option and what was typed (the caller then returns 2). */
+int cli_parse_u64(const cli_cmd *c, const char *opt, const char *s, uint64_t *v);  /* decimal or 0x hex */
+int cli_parse_i64(const cli_cmd *c, const char *opt, const char *s, int64_t *v);
+int cli_parse_f64(const cli_cmd *c, const char *opt, const char *s, double *v);
+/* A whole number in min..max: `noun` names it in messages ("-n -4 is not a
+ * valid count: ..."). */
+int cli_parse_whole(const cli_cmd *c, const char *opt, const char *s, const char *noun, uint64_t min, uint64_t max,
+                    uint64_t *v);
+/* Bytes: plain (decimal or 0x hex), or a number with a unit: kB MB GB TB
+ * (powers of 1000) or KiB MiB GiB TiB (powers of 1024); "1.5GiB" works
+ * when it is a whole number of bytes. Must be > 0. */
+int cli_parse_bytes(const cli_cmd *c, const char *opt, const char *s, uint64_t *v);
+
+/* The allocator config a replay uses: --config if given, else the first of
+ * TCUDA_ALLOC_CONF, PYTORCH_CUDA_ALLOC_CONF, PYTORCH_ALLOC_CONF that is set
+ * (the library's order), else the defaults (NULL). The value is checked
+ * before anything runs: a bad --config is a usage error (2), a bad variable a
+ * run-time error (1) naming it; then *rc is set and 0 returned. */
+int cli_alloc_config(const cli_cmd *c, const char *option_value, const char **conf, int *rc);
+/* The usage lines that describe cli_alloc_config and --capacity. */
+#define CLI_CONFIG_HELP                                                                                  \
+  "  --config CONF: allocator options, PYTORCH_CUDA_ALLOC_CONF syntax. Without it the environment's\n" \
+  "          TCUDA_ALLOC_CONF, else PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF (the first set)\n" \
+  "          is used, as the library does; else the defaults. A bad --config exits 2, a bad\n"         \
+  "          variable 1.\n"
+#define CLI_CAPACITY_HELP                                                                             \
+  "  --capacity BYTES: the simulated device's memory; default an H200's 150109880320 bytes.\n"       \
+  "          Plain bytes, or with a unit: 80GB = 80e9, 80GiB = 80*2^30 (kB MB GB TB, KiB MiB GiB TiB).\n"
+
+/* A replay's OOM observer: torch's message for each request that did not
+ * fit, on stderr as "tcuda NAME: trace line N: CUDA out of memory. ...".
+ * Pass the cli_cmd as user. */
+void cli_print_oom(void *user, unsigned line, const char *message);
 #endif

@@ -1,7 +1,19 @@
 /* tcuda demo: a short tour of the API on whatever machine this is. */
 #include "cli.h"
 
+static const cli_cmd CMD = {
+    "demo",
+    "usage: tcuda demo\n",
+    "  A short tour of the API on this machine: the current device, a kernel, a pool stream,\n"
+    "  an allocation from the caching allocator, memory_summary(), and an error. Without a GPU\n"
+    "  it shows the error path instead and exits 0.\n"};
+
 int cmd_demo(int argc, char **argv) {
+  static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {0}};
+  int ch, rc;
+  while ((ch = cli_getopt(&CMD, argc, argv, "h", longopts, &rc)) != -1)
+    if (ch == CLI_DONE) return rc;
+  if (cli_operands(&CMD, argc, argv, 0) < 0) return CLI_USAGE;
   printf("tcuda demo\n");
   if (!tcuda_is_available()) {
     printf("  CUDA is not available (%s): showing the error path instead.\n", tcuda_unavailable_reason());

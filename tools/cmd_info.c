@@ -1,7 +1,6 @@
 /* tcuda info [--json]: versions, devices, free/total memory. Exits 0 even
  * without CUDA, saying why it is not available. */
 #include "cli.h"
-#include <string.h>
 
 static void ver(char *b, size_t n, int v, int nccl) {
   if (!v) snprintf(b, n, "none");
@@ -9,12 +8,22 @@ static void ver(char *b, size_t n, int v, int nccl) {
   else snprintf(b, n, "%d.%d", v / 1000, (v % 1000) / 10);
 }
 
+static const cli_cmd CMD = {
+    "info",
+    "usage: tcuda info [--json]\n",
+    "  The library's version, the CUDA runtime, driver and NCCL versions, the architectures it was\n"
+    "  built for, and each device: name, capability, SMs, memory, and a kernel self-test.\n"
+    "  Without a GPU it says why CUDA is not available and still exits 0.\n"
+    "  --json: one JSON object instead of text.\n"};
+
 int cmd_info(int argc, char **argv) {
-  int json = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--json")) json = 1;
-    else { fprintf(stderr, "tcuda info: unknown option '%s'\nusage: tcuda info [--json]\n", argv[i]); return 2; }
+  static const struct option longopts[] = {{"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {0}};
+  int json = 0, ch, rc;
+  while ((ch = cli_getopt(&CMD, argc, argv, "h", longopts, &rc)) != -1) {
+    if (ch == CLI_DONE) return rc;
+    json = 1;
   }
+  if (cli_operands(&CMD, argc, argv, 0) < 0) return CLI_USAGE;
   char rt[32], drv[32], nccl[32];
   ver(rt, sizeof rt, tcuda_runtime_version(), 0);
   ver(drv, sizeof drv, tcuda_driver_version(), 0);
@@ -39,7 +48,7 @@ int cmd_info(int argc, char **argv) {
     if (!avail) printf("CUDA is not available: %s\n", why);
     else printf("%d CUDA device%s\n", n, n == 1 ? "" : "s");
   }
-  int rc = 0;
+  rc = 0;
   for (int d = 0; d < n; d++) {
     tcuda_device_properties_t p = TCUDA_DEVICE_PROPERTIES_INIT;
     size_t fr = 0, tot = 0;

@@ -5,35 +5,31 @@
  * unclosed on stdout, never a complete document, and exits 1. */
 #include "cli.h"
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
-static const char *USAGE =
+static const cli_cmd CMD = {
+    "replay",
     "usage: tcuda replay [--simulate [--va driver|ascending] [--addresses FILE] [--maps FILE]\n"
     "                               [--capacity BYTES]]\n"
     "                    [--record-addresses FILE] [--config CONF] [--fraction F] [--device N]\n"
-    "                    [--history SNAPSHOT] TRACE\n"
+    "                    [--history SNAPSHOT] TRACE\n",
+    "  Replays TRACE on a fresh caching allocator and prints, per checkpoint, memory_stats() and\n"
+    "  the segments as JSON. On the real GPU by default; --simulate replays on a simulated H200\n"
+    "  (no GPU needed). A request that does not fit is an OOM, as in torch: its message (torch's\n"
+    "  OutOfMemoryError text) goes to stderr, num_ooms counts it, and the replay goes on (exit 0).\n"
     "  --addresses: recorded 'ADDR SIZE' per cudaMalloc, used in order (torch's NAME.addresses)\n"
     "  --maps: expandable segments: recorded 'ADDR SIZE' per segment_map, in order (NAME.maps);\n"
     "          each VA reservation goes where torch's segment began, and maps must follow it\n"
+    CLI_CAPACITY_HELP
+    CLI_CONFIG_HELP
+    "  --fraction F: set_per_process_memory_fraction(F), F in 0~1.\n"
+    "  --record-addresses FILE: on the real GPU, write each segment cudaMalloc returned (for an\n"
+    "          exact --simulate --addresses rerun).\n"
     "  --history: record the allocator history and write a snapshot at the end (a memory_viz\n"
     "             pickle, or JSON if SNAPSHOT ends in .json): open it with 'tcuda viz'\n"
-    "  TRACE lines: 'a ID SIZE [STREAM]', 'f ID', 'c' (checkpoint), 'e' (empty_cache), 'r' (reset peaks)\n";
-
-static int usage_error(const char *fmt, const char *arg) {
-  fprintf(stderr, "tcuda replay: ");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\n%s", USAGE);
-  return 2;
-}
-
-static int parse_num(const char *s, unsigned long long *out) {
-  if (!s || !*s || *s == '-') return 0;
-  char *end;
-  errno = 0;
-  *out = strtoull(s, &end, 0);
-  return !errno && !*end;
-}
+    "  TRACE lines: 'a ID SIZE [STREAM]', 'f ID', 'c' (checkpoint), 'e' (empty_cache), 'r' (reset peaks)\n"
+    "  A malformed trace or addresses file exits 1; so does a replay without --simulate on a\n"
+    "  machine without a GPU.\n"};
 
 typedef struct {
   int err; /* errno of the first failed write to stdout */
@@ -47,61 +43,71 @@ static tcuda_status to_stdout(void *user, const char *bytes, size_t n) {
 }
 
 int cmd_replay(int argc, char **argv) {
+  enum { O_SIM = 256, O_VA, O_ADDR, O_MAPS, O_CAP, O_CONF, O_DEV, O_FRAC, O_REC, O_HIST };
+  static const struct option longopts[] = {
+      {"simulate", no_argument, NULL, O_SIM},           {"va", required_argument, NULL, O_VA},
+      {"addresses", required_argument, NULL, O_ADDR},   {"maps", required_argument, NULL, O_MAPS},
+      {"capacity", required_argument, NULL, O_CAP},     {"config", required_argument, NULL, O_CONF},
+      {"device", required_argument, NULL, O_DEV},       {"fraction", required_argument, NULL, O_FRAC},
+      {"record-addresses", required_argument, NULL, O_REC}, {"history", required_argument, NULL, O_HIST},
+      {"help", no_argument, NULL, 'h'},                 {0}};
   tcuda_replay_options_t o = TCUDA_REPLAY_OPTIONS_INIT;
-  const char *trace = NULL;
-  int sim_only = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    unsigned long long n;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(USAGE, stdout); return 0; }
-    if (!strcmp(a, "--simulate")) { o.simulate = 1; continue; }
-    if (!strcmp(a, "--va") || !strcmp(a, "--addresses") || !strcmp(a, "--maps") || !strcmp(a, "--capacity") || !strcmp(a, "--config") ||
-        !strcmp(a, "--device") || !strcmp(a, "--fraction") || !strcmp(a, "--record-addresses") ||
-        !strcmp(a, "--history")) {
-      if (!v) return usage_error("%s needs a value", a);
-      i++;
-      if (!strcmp(a, "--va")) {
-        if (!strcmp(v, "driver")) o.va_mode = 0;
-        else if (!strcmp(v, "ascending")) o.va_mode = 1;
-        else return usage_error("--va '%s': expected driver or ascending", v);
-        sim_only = 1;
-      } else if (!strcmp(a, "--addresses")) {
-        o.addresses_file = v;
-        sim_only = 1;
-      } else if (!strcmp(a, "--maps")) {
-        o.maps_file = v;
-        sim_only = 1;
-      } else if (!strcmp(a, "--capacity")) {
-        if (!parse_num(v, &n) || !n) return usage_error("--capacity '%s': expected a positive byte count", v);
-        o.capacity = n;
-        sim_only = 1;
-      } else if (!strcmp(a, "--config")) {
-        o.config = v;
-      } else if (!strcmp(a, "--history")) {
-        if (!*v) return usage_error("%s", "--history needs a file name");
-        o.history_path = v;
-      } else if (!strcmp(a, "--record-addresses")) {
-        o.record_addresses = v;
-      } else if (!strcmp(a, "--fraction")) {
-        char *end;
-        errno = 0;
-        o.memory_fraction = strtod(v, &end);
-        if (errno || *end || !*v) return usage_error("--fraction '%s': expected a number in 0~1", v);
-      } else {
-        if (!parse_num(v, &n) || n > 1 << 20) return usage_error("--device '%s': expected a device index", v);
-        o.device = (int)n;
-      }
-      continue;
+  const char *config = NULL;
+  int sim_only = 0, ch, rc;
+  while ((ch = cli_getopt(&CMD, argc, argv, "h", longopts, &rc)) != -1) {
+    const char *v = optarg;
+    uint64_t n;
+    switch (ch) {
+    case CLI_DONE: return rc;
+    case O_SIM: o.simulate = 1; break;
+    case O_VA:
+      if (!strcmp(v, "driver")) o.va_mode = 0;
+      else if (!strcmp(v, "ascending")) o.va_mode = 1;
+      else return cli_usage_error(&CMD, "--va '%s': expected driver or ascending", v);
+      sim_only = 1;
+      break;
+    case O_ADDR: o.addresses_file = v; sim_only = 1; break;
+    case O_MAPS: o.maps_file = v; sim_only = 1; break;
+    case O_CAP:
+      if (!cli_parse_bytes(&CMD, "--capacity", v, &n)) return CLI_USAGE;
+      o.capacity = n;
+      sim_only = 1;
+      break;
+    case O_CONF: config = v; break;
+    case O_HIST:
+      if (!*v) return cli_usage_error(&CMD, "--history needs a file name");
+      o.history_path = v;
+      break;
+    case O_REC:
+      if (!*v) return cli_usage_error(&CMD, "--record-addresses needs a file name");
+      o.record_addresses = v;
+      break;
+    case O_FRAC:
+      if (!cli_parse_f64(&CMD, "--fraction", v, &o.memory_fraction)) return CLI_USAGE;
+      if (!(o.memory_fraction >= 0 && o.memory_fraction <= 1))
+        return cli_usage_error(&CMD, "--fraction %s: memory_fraction %s is not in 0~1", v, v);
+      break;
+    case O_DEV:
+      if (!cli_parse_whole(&CMD, "--device", v, "device index", 0, 1023, &n)) return CLI_USAGE;
+      o.device = (int)n;
+      break;
     }
-    if (a[0] == '-' && a[1]) return usage_error("unknown option '%s'", a);
-    if (trace) return usage_error("more than one trace ('%s')", a);
-    trace = a;
   }
-  if (!trace) return usage_error("%s", "no trace given");
-  if (sim_only && !o.simulate) return usage_error("%s", "--va, --addresses, --maps and --capacity need --simulate");
+  if (argc - optind > 1) return cli_usage_error(&CMD, "more than one trace ('%s')", argv[optind + 1]);
+  const char *trace = optind < argc ? argv[optind] : NULL;
+  if (!trace) return cli_usage_error(&CMD, "no trace given");
+  if (sim_only && !o.simulate)
+    return cli_usage_error(&CMD, "--va, --addresses, --maps and --capacity need --simulate");
+  if (o.simulate && o.record_addresses)
+    return cli_usage_error(&CMD, "--record-addresses (record_addresses) needs the real GPU, not --simulate");
+  if (!cli_alloc_config(&CMD, config, &o.config, &rc)) return rc;
+  o.on_oom = cli_print_oom;
+  o.on_oom_user = (void *)&CMD;
   out_ctx c = {0};
-  if (tcuda_replay_file_to(trace, &o, to_stdout, &c)) {
+  tcuda_status s = tcuda_replay_file_to(trace, &o, to_stdout, &c);
+  if (s == TCUDA_ERROR_NOT_AVAILABLE && !o.simulate)
+    return cli_error(&CMD, "%s; add --simulate to replay on a simulated H200 without a GPU", tcuda_last_error());
+  if (s) {
     if (!c.err) return cli_fail("replay");
     fprintf(stderr, "tcuda replay: write error: %s\n", strerror(c.err));
     return 1;

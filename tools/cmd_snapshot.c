@@ -11,21 +11,20 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *USAGE =
+static const cli_cmd CMD = {
+    "snapshot",
     "usage: tcuda snapshot [--device N] [--trace TRACE [--config CONF] [--capacity BYTES]]\n"
-    "                      [--json | --pickle] [-o FILE] [--abbreviated]\n"
+    "                      [--json | --pickle] [-o FILE] [--abbreviated]\n",
     "  default: print memory_summary(); --pickle/--json/-o: write the snapshot (segments,\n"
     "  device_traces with the whole history, allocator_settings) to FILE or stdout.\n"
-    "  --trace: replay TRACE on the simulated device and report its final state;\n"
-    "  without it: this process's allocator on device N (empty here: from C, call\n"
-    "  tcuda_memory_record_history() and tcuda_memory_snapshot_dump()).\n";
-
-static int usage_error(const char *fmt, const char *arg) {
-  fprintf(stderr, "tcuda snapshot: ");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\n%s", USAGE);
-  return 2;
-}
+    "  --trace: replay TRACE on the simulated device and report its final state; a request\n"
+    "  that does not fit prints torch's OutOfMemoryError message on stderr and the replay goes\n"
+    "  on (exit 0). Without --trace: this process's allocator on device N (empty here: from C,\n"
+    "  call tcuda_memory_record_history() and tcuda_memory_snapshot_dump()).\n"
+    CLI_CAPACITY_HELP
+    CLI_CONFIG_HELP
+    "  -o FILE: a pickle, or JSON when FILE ends in .json (unless --pickle).\n"
+    "  --abbreviated: the short memory_summary() (the summary only).\n"};
 
 /* memory_stats() dotted keys -> the struct */
 static int set_stat(tcuda_memory_stats_t *st, const char *k, long long v) {
@@ -125,43 +124,43 @@ static tcuda_status discard(void *user, const char *bytes, size_t n) {
 }
 
 int cmd_snapshot(int argc, char **argv) {
+  enum { O_JSON = 256, O_PICKLE, O_ABBR, O_DEV, O_TRACE, O_CONF, O_CAP };
+  static const struct option longopts[] = {
+      {"json", no_argument, NULL, O_JSON},          {"pickle", no_argument, NULL, O_PICKLE},
+      {"abbreviated", no_argument, NULL, O_ABBR},   {"device", required_argument, NULL, O_DEV},
+      {"trace", required_argument, NULL, O_TRACE},  {"output", required_argument, NULL, 'o'},
+      {"config", required_argument, NULL, O_CONF},  {"capacity", required_argument, NULL, O_CAP},
+      {"help", no_argument, NULL, 'h'},             {0}};
   const char *trace = NULL, *out = NULL, *config = NULL;
-  int device = -1, json = 0, pickle = 0, abbreviated = 0;
-  unsigned long long capacity = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(USAGE, stdout); return 0; }
-    if (!strcmp(a, "--json")) { json = 1; continue; }
-    if (!strcmp(a, "--pickle")) { pickle = 1; continue; }
-    if (!strcmp(a, "--abbreviated")) { abbreviated = 1; continue; }
-    if (!strcmp(a, "--device") || !strcmp(a, "--trace") || !strcmp(a, "-o") || !strcmp(a, "--config") ||
-        !strcmp(a, "--capacity")) {
-      if (!v || !*v) return usage_error("%s needs a value", a);
-      i++;
-      if (!strcmp(a, "--trace")) trace = v;
-      else if (!strcmp(a, "-o")) out = v;
-      else if (!strcmp(a, "--config")) config = v;
-      else {
-        char *end;
-        errno = 0;
-        unsigned long long n = strtoull(v, &end, 0);
-        if (errno || *end || v[0] == '-') return usage_error("'%s': expected a non-negative number", v);
-        if (!strcmp(a, "--device")) {
-          if (n > 1 << 20) return usage_error("--device '%s': expected a device index", v);
-          device = (int)n;
-        } else {
-          if (!n) return usage_error("--capacity '%s': expected a positive byte count", v);
-          capacity = n;
-        }
-      }
-      continue;
+  int device = -1, json = 0, pickle = 0, abbreviated = 0, ch, rc;
+  uint64_t capacity = 0, n;
+  while ((ch = cli_getopt(&CMD, argc, argv, "ho:", longopts, &rc)) != -1) {
+    const char *v = optarg;
+    switch (ch) {
+    case CLI_DONE: return rc;
+    case O_JSON: json = 1; break;
+    case O_PICKLE: pickle = 1; break;
+    case O_ABBR: abbreviated = 1; break;
+    case O_TRACE:
+    case 'o':
+      if (!*v) return cli_usage_error(&CMD, "%s needs a file name", ch == 'o' ? "-o" : "--trace");
+      *(ch == 'o' ? &out : &trace) = v;
+      break;
+    case O_CONF: config = v; break;
+    case O_DEV:
+      if (!cli_parse_whole(&CMD, "--device", v, "device index", 0, 1023, &n)) return CLI_USAGE;
+      device = (int)n;
+      break;
+    case O_CAP:
+      if (!cli_parse_bytes(&CMD, "--capacity", v, &capacity)) return CLI_USAGE;
+      break;
     }
-    return usage_error("unknown argument '%s'", a);
   }
-  if (json && pickle) return usage_error("%s", "--json and --pickle exclude each other");
-  if (!trace && (config || capacity)) return usage_error("%s", "--config and --capacity need --trace");
+  if (cli_operands(&CMD, argc, argv, 0) < 0) return CLI_USAGE;
+  if (json && pickle) return cli_usage_error(&CMD, "--json and --pickle exclude each other");
+  if (!trace && (config || capacity)) return cli_usage_error(&CMD, "--config and --capacity need --trace");
   int want_file = json || pickle || out;
-  if (want_file && abbreviated) return usage_error("%s", "--abbreviated applies to the summary only");
+  if (want_file && abbreviated) return cli_usage_error(&CMD, "--abbreviated applies to the summary only");
   if (!json && out) {
     size_t n = strlen(out);
     json = n >= 5 && !strcmp(out + n - 5, ".json") && !pickle;
@@ -191,8 +190,10 @@ int cmd_snapshot(int argc, char **argv) {
 
   tcuda_replay_options_t o = TCUDA_REPLAY_OPTIONS_INIT;
   o.simulate = 1;
-  o.config = config;
   o.capacity = capacity;
+  o.on_oom = cli_print_oom;
+  o.on_oom_user = (void *)&CMD;
+  if (!cli_alloc_config(&CMD, config, &o.config, &rc)) return rc;
   if (device > 0) fprintf(stderr, "tcuda snapshot: note: the simulated replay runs on device 0\n");
   if (!want_file) {
     /* replay with a final checkpoint and format its stats */
@@ -232,7 +233,7 @@ int cmd_snapshot(int argc, char **argv) {
   if (fd < 0) { fprintf(stderr, "tcuda snapshot: mkstemps: %s\n", strerror(errno)); return 1; }
   close(fd);
   o.history_path = t;
-  int rc = tcuda_replay_file_to(trace, &o, discard, NULL) ? cli_fail("snapshot") : copy_out(t, out);
+  rc = tcuda_replay_file_to(trace, &o, discard, NULL) ? cli_fail("snapshot") : copy_out(t, out);
   unlink(t);
   return rc;
 }

@@ -12,10 +12,13 @@
 extern const char tcuda_viz_html[];
 extern const unsigned long tcuda_viz_html_len;
 
-static const char *USAGE =
-    "usage: tcuda viz SNAPSHOT [-o REPORT.html]\n"
+static const cli_cmd CMD = {
+    "viz",
+    "usage: tcuda viz SNAPSHOT [-o REPORT.html]\n",
     "  SNAPSHOT: a pickle (tcuda_memory_snapshot_dump, tcuda replay --history, or torch's\n"
-    "            _dump_snapshot) or its JSON form. Without -o the page goes to stdout.\n";
+    "            _dump_snapshot) or its JSON form. Without -o the page goes to stdout.\n"
+    "  -o, --output FILE: write the page there.\n"
+    "  A file that is not a snapshot exits 1.\n"};
 
 static int fail(const char *fmt, const char *a, const char *b) {
   fprintf(stderr, "tcuda viz: ");
@@ -182,19 +185,18 @@ static int make_nonce(char out[33]) {
 }
 
 int cmd_viz(int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'}, {0}};
   const char *in = NULL, *out = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { fputs(USAGE, stdout); return 0; }
-    if (!strcmp(argv[i], "-o")) {
-      if (i + 1 >= argc) { fprintf(stderr, "tcuda viz: -o needs a file name\n%s", USAGE); return 2; }
-      out = argv[++i];
-      continue;
-    }
-    if (argv[i][0] == '-' && argv[i][1]) { fprintf(stderr, "tcuda viz: unknown option '%s'\n%s", argv[i], USAGE); return 2; }
-    if (in) { fprintf(stderr, "tcuda viz: more than one snapshot ('%s')\n%s", argv[i], USAGE); return 2; }
-    in = argv[i];
+  int ch, rc;
+  while ((ch = cli_getopt(&CMD, argc, argv, "ho:", longopts, &rc)) != -1) {
+    if (ch == CLI_DONE) return rc;
+    if (!*optarg) return cli_usage_error(&CMD, "-o needs a file name");
+    out = optarg;
   }
-  if (!in) { fprintf(stderr, "tcuda viz: no snapshot given\n%s", USAGE); return 2; }
+  if (optind == argc) return cli_usage_error(&CMD, "no snapshot given");
+  if (argc - optind > 1) return cli_usage_error(&CMD, "more than one snapshot ('%s')", argv[optind + 1]);
+  in = argv[optind];
   size_t n = 0;
   char *data = read_all(in, &n);
   if (!data) return fail("cannot read '%s': %s", in, strerror(errno));

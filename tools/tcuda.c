@@ -32,21 +32,46 @@ void cli_json_string(FILE *f, const char *s) {
 }
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: tcuda <command> [options]\n\ncommands:\n");
+  fprintf(f, "usage: tcuda <command> [options]    (tcuda <command> --help, or tcuda help <command>)\n\n"
+             "commands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
     fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+  fprintf(f, "\nexit status, for every command:\n"
+             "  0  success (--help too; a replay that runs out of simulated memory succeeds, with the\n"
+             "     OOM message on stderr)\n"
+             "  1  a failure at run time: I/O, a malformed input file, no GPU or a CUDA error, a bad\n"
+             "     allocator config in the environment\n"
+             "  2  bad usage: an unknown option, a missing or extra argument, a bad option value, an\n"
+             "     option that does not apply (the message and the usage go to stderr)\n");
+}
+
+static const command *find(const char *name) {
+  for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+    if (!strcmp(name, commands[i].name)) return &commands[i];
+  return NULL;
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) { usage(stderr); return 2; }
-  if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+  if (argc < 2) { usage(stderr); return CLI_USAGE; }
+  const char *a = argv[1];
+  if (!strcmp(a, "-h") || !strcmp(a, "--help") || (!strcmp(a, "help") && argc == 2)) {
     usage(stdout);
-    return 0;
+    return fflush(stdout) ? CLI_FAIL : CLI_OK;
   }
-  if (!strcmp(argv[1], "--version")) { printf("tcuda %s\n", tcuda_version_string()); return 0; }
-  for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
-    if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
-  fprintf(stderr, "tcuda: unknown command '%s'\n", argv[1]);
+  if (!strcmp(a, "help")) { /* tcuda help CMD: CMD --help */
+    const command *c = argc == 3 ? find(argv[2]) : NULL;
+    if (!c) {
+      fprintf(stderr, argc == 3 ? "tcuda: unknown command '%s'\n" : "tcuda help: one command, please\n", argv[2]);
+      usage(stderr);
+      return CLI_USAGE;
+    }
+    char *h[] = {argv[2], "--help", NULL};
+    return c->fn(2, h);
+  }
+  if (!strcmp(a, "--version")) { printf("tcuda %s\n", tcuda_version_string()); return CLI_OK; }
+  const command *c = find(a);
+  if (c) return c->fn(argc - 1, argv + 1);
+  fprintf(stderr, "tcuda: unknown command '%s'\n", a);
   usage(stderr);
-  return 2;
+  return CLI_USAGE;
 }

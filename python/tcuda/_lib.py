@@ -410,6 +410,8 @@ _UNBOUND = {
     "tcuda_oom_observer_remove": "removes a tcuda_oom_observer_add observer, which is not bound",
     "tcuda_replay_file": "trace replay is the `tcuda replay` command's; torch.cuda has no counterpart",
     "tcuda_replay_string": "trace replay is the `tcuda replay` command's; torch.cuda has no counterpart",
+    "tcuda_rand_fill_host": "a host fill for `tcuda rand` without a GPU and for C tests; torch.cuda has no "
+                            "counterpart (torch's CPU generator makes other numbers)",
     "tcuda_history_action_name": "memory._snapshot() gets the action names in tcuda_memory_snapshot_dump's "
                                  "document",
     "tcuda_memory_history": "memory._snapshot() gets the same entries, with their frames, in "

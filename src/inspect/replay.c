@@ -183,6 +183,7 @@ typedef tcuda_status (*tc_replay_sink)(void *user, const char *bytes, size_t n);
 
 typedef struct {
   const char *func;
+  const tcuda_replay_options_t *opt;
   const tc_trace *tr;
   int simulate, device;
   tc_backend *sim;     /* owned (simulate) */
@@ -276,6 +277,7 @@ static tcuda_status run_ops(replay *r) {
       s = tc_alloc_malloc(r->a, op->size, key, &p);
       if (s == TCUDA_ERROR_OUT_OF_MEMORY) {
         /* counted in num_ooms; the handle stays empty */
+        if (r->opt->on_oom) r->opt->on_oom(r->opt->on_oom_user, op->line, tcuda_last_error());
         tcuda_clear_error();
         s = TCUDA_SUCCESS;
         p = 0;
@@ -372,6 +374,7 @@ static tcuda_status replay_run(const char *func, const tc_trace *tr, const tcuda
   replay r;
   memset(&r, 0, sizeof r);
   r.func = func;
+  r.opt = o;
   r.tr = tr;
   r.write = sink;
   r.user = user;

@@ -2,7 +2,9 @@
  * (tests/rng_ref.h), element by element; normals against torch's own kernel
  * shape (curand_init + curand_normal4 per thread) and the fma rule; the
  * offset after every call; state save/restore; streams, threads, bad
- * pointers, graph capture, and the 32-bit split of a 2 GiB buffer. */
+ * pointers, graph capture, and the 32-bit split of a 2 GiB buffer. Every
+ * uniform and integer fill is also made by tcuda_rand_fill_host for this
+ * device's geometry, which must give the same bytes and offset. */
 #include "harness.h"
 #include "rng_ref.h"
 #include "rng/rng.h"
@@ -54,6 +56,26 @@ static long compare(const rr_fill *f, const void *h, uint64_t first, uint64_t st
 
 static tcuda_generator_t *g_gen;
 
+/* tcuda_rand_fill_host for this device's geometry gives the GPU's bytes h
+ * and its offset after (off). */
+static void host_matches(const rr_fill *f, const void *h, uint64_t off, const char *what) {
+  size_t es = rr_size(f->dtype);
+  tcuda_rand_request_t r = TCUDA_RAND_REQUEST_INIT;
+  r.dtype = f->dtype;
+  if (f->kind == RR_UNIFORM) { r.kind = TCUDA_RAND_UNIFORM; r.from = f->from; r.to = f->to; }
+  else if (f->kind == RR_RANDOM) r.kind = TCUDA_RAND_RANDOM;
+  else { r.kind = TCUDA_RAND_RANDINT; r.low = f->low; r.high = f->high; }
+  void *c = malloc(f->n * es + 1);
+  uint64_t o = f->offset;
+  CHECK_OK(tcuda_rand_fill_host(&r, f->seed, &o, g_sms, g_tpsm, c, f->n));
+  int same = !memcmp(c, h, f->n * es);
+  if (!same) fprintf(stderr, "  %s %s n=%llu: the host fill differs from the GPU's\n", what,
+                     tcuda_dtype_name(f->dtype), (unsigned long long)f->n);
+  CHECK(same);
+  CHECK_EQ_INT(o, off);
+  free(c);
+}
+
 /* Fill through the public API at (seed, offset), compare, check the offset. */
 static void run_case(rr_fill f, int misalign, const char *what) {
   size_t es = rr_size(f.dtype);
@@ -76,6 +98,7 @@ static void run_case(rr_fill f, int misalign, const char *what) {
   uint64_t off;
   CHECK_OK(tcuda_generator_get_offset(g_gen, &off));
   CHECK_EQ_INT(off, f.offset + (f.n ? rr_fill_increment(&f) : 0));
+  host_matches(&f, h, off, what);
   free(h);
   cudaFree(d);
 }
@@ -383,6 +406,10 @@ static void test_split_2gib(void) {
   uint64_t got;
   CHECK_OK(tcuda_generator_get_offset(g_gen, &got));
   CHECK_EQ_INT(got, off);
+  /* the host fill splits the same way: every byte, and the offset */
+  rr_fill whole = {.kind = RR_UNIFORM, .dtype = TCUDA_FLOAT32, .from = 0, .to = 1, .seed = 31337, .offset = 40,
+                   .n = n};
+  host_matches(&whole, h, got, "split");
   free(h);
   cudaFree(d);
 }

@@ -26,9 +26,13 @@ PY
 if [ "$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['cuda_available'])" "$json")" = False ]; then
   grep -q "CUDA is not available: " <<<"$out"
 fi
-# bad usage: exit 2 and a message
-if "$cli" info --bogus 2>/dev/null; then echo "expected failure for --bogus"; exit 1; fi
-if "$cli" nosuchcommand 2>/dev/null; then echo "expected failure for unknown command"; exit 1; fi
+# bad usage: exit 2 and a message; --help: the usage on stdout, exit 0
+rc=0; "$cli" info --bogus 2>/dev/null || rc=$?
+[ $rc = 2 ] || { echo "expected exit 2 for --bogus, got $rc"; exit 1; }
+rc=0; "$cli" nosuchcommand 2>/dev/null || rc=$?
+[ $rc = 2 ] || { echo "expected exit 2 for an unknown command, got $rc"; exit 1; }
+"$cli" info --help | grep -q "^usage: tcuda info" || { echo "info --help"; exit 1; }
+"$cli" demo --help | grep -q "^usage: tcuda demo" || { echo "demo --help ran the demo"; exit 1; }
 "$cli" --version | grep -q "^tcuda "
 "$cli" demo
 echo PASS

@@ -1,0 +1,249 @@
+/* The options convention of every subcommand (cli.h): getopt_long, value
+ * parsers whose messages name what was typed, and the allocator config a
+ * replay takes from --config or the environment. */
+#include "cli.h"
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void vmsg(const cli_cmd *c, const char *fmt, va_list ap) {
+  fprintf(stderr, "tcuda %s: ", c->name);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+}
+
+int cli_usage_error(const cli_cmd *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vmsg(c, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "%s(tcuda %s --help for more)\n", c->synopsis, c->name);
+  return CLI_USAGE;
+}
+
+const char *cli_lib_message(void) {
+  const char *m = tcuda_last_error(), *p = m;
+  if (strncmp(m, "tcuda_", 6)) return m;
+  while (*p == '_' || isalnum((unsigned char)*p)) p++;
+  return p[0] == ':' && p[1] == ' ' ? p + 2 : m;
+}
+
+int cli_error(const cli_cmd *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vmsg(c, fmt, ap);
+  va_end(ap);
+  return CLI_FAIL;
+}
+
+/* What the user typed, for a message: control bytes (terminal escapes) as
+ * \xNN, long text cut. */
+static const char *shown(const char *s, char *buf, size_t n) {
+  size_t k = 0;
+  for (; *s && k + 5 < n; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch < 0x20 || ch == 0x7f) k += (size_t)snprintf(buf + k, n - k, "\\x%02x", ch);
+    else buf[k++] = (char)ch;
+  }
+  if (*s && n > 4) strcpy(buf + (k < n - 4 ? k : n - 4), "...");
+  else buf[k] = 0;
+  return buf;
+}
+
+int cli_getopt(const cli_cmd *c, int argc, char **argv, const char *shortopts, const struct option *longopts,
+               int *rc) {
+  char opts[64];
+  snprintf(opts, sizeof opts, ":%s", shortopts); /* ':' reports a missing value as ':' */
+  opterr = 0;
+  int prev = optind, ch = getopt_long(argc, argv, opts, longopts, NULL);
+  char b[128];
+  /* the element that held the bad option: getopt has moved past it */
+  const char *typed = optind > prev && optind - 1 < argc ? argv[optind - 1] : "?";
+  switch (ch) {
+  case 'h':
+    fputs(c->synopsis, stdout);
+    fputs(c->details, stdout);
+    *rc = fflush(stdout) ? CLI_FAIL : CLI_OK;
+    return CLI_DONE;
+  case '?':
+    if (optopt && typed[0] == '-' && typed[1] == '-' && strchr(shown(typed, b, sizeof b), '='))
+      *rc = cli_usage_error(c, "option '%.*s' takes no value", (int)(strchr(b, '=') - b), b);
+    else if (optopt && optopt < 256 && typed[0] == '-' && typed[1] != '-')
+      *rc = cli_usage_error(c, "unknown option '-%c'", optopt);
+    else
+      *rc = cli_usage_error(c, "unknown option '%s'", shown(typed, b, sizeof b));
+    return CLI_DONE;
+  case ':':
+    *rc = cli_usage_error(c, "option '%s' needs a value", shown(typed, b, sizeof b));
+    return CLI_DONE;
+  default: return ch;
+  }
+}
+
+int cli_operands(const cli_cmd *c, int argc, char **argv, int max) {
+  int n = argc - optind;
+  if (n > max) {
+    char b[128];
+    if (max == 0) cli_usage_error(c, "unexpected argument '%s'", shown(argv[optind], b, sizeof b));
+    else cli_usage_error(c, "unexpected argument '%s' (more than %d)", shown(argv[optind + max], b, sizeof b), max);
+    return -1;
+  }
+  return n;
+}
+
+/* ---- numbers ---- */
+
+/* Decimal or 0x hex, no sign, the whole string. */
+static int scan_u64(const char *s, uint64_t *v) {
+  if (!*s || !isdigit((unsigned char)*s)) return 0;
+  int hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+  if (hex && !isxdigit((unsigned char)s[2])) return 0;
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(s, &end, hex ? 16 : 10);
+  if (errno || *end) return 0;
+  *v = x;
+  return 1;
+}
+
+int cli_parse_u64(const cli_cmd *c, const char *opt, const char *s, uint64_t *v) {
+  char b[128];
+  if (scan_u64(s, v)) return 1;
+  if (*s == '-' && scan_u64(s + 1, v))
+    cli_usage_error(c, "%s %s: must be 0 or more", opt, shown(s, b, sizeof b));
+  else
+    cli_usage_error(c, "%s '%s' is not an integer (decimal or 0x hex, 0 to 2^64-1)", opt, shown(s, b, sizeof b));
+  return 0;
+}
+
+int cli_parse_i64(const cli_cmd *c, const char *opt, const char *s, int64_t *v) {
+  char b[128], *end;
+  errno = 0;
+  long long x = (*s == '-' || *s == '+' || isdigit((unsigned char)*s)) ? strtoll(s, &end, 10) : 0;
+  if (!(*s == '-' || *s == '+' || isdigit((unsigned char)*s)) || errno || end == s || *end) {
+    cli_usage_error(c, "%s '%s' is not an integer (-2^63 to 2^63-1)", opt, shown(s, b, sizeof b));
+    return 0;
+  }
+  *v = x;
+  return 1;
+}
+
+int cli_parse_f64(const cli_cmd *c, const char *opt, const char *s, double *v) {
+  char b[128], *end;
+  errno = 0;
+  double x = *s ? strtod(s, &end) : 0;
+  if (!*s || errno == ERANGE || *end) {
+    cli_usage_error(c, "%s '%s' is not a number", opt, shown(s, b, sizeof b));
+    return 0;
+  }
+  *v = x;
+  return 1;
+}
+
+int cli_parse_whole(const cli_cmd *c, const char *opt, const char *s, const char *noun, uint64_t min, uint64_t max,
+                    uint64_t *v) {
+  char b[128];
+  uint64_t x;
+  if (*s == '-' || *s == '+' || !scan_u64(s, &x)) {
+    const char *t = shown(s, b, sizeof b);
+    if ((*s == '-' || *s == '+') && scan_u64(s + 1, &x))
+      cli_usage_error(c, "%s %s is not a valid %s: expected a whole number from %llu to %llu", opt, t, noun,
+                      (unsigned long long)min, (unsigned long long)max);
+    else
+      cli_usage_error(c, "%s '%s' is not an integer (a %s, %llu to %llu)", opt, t, noun, (unsigned long long)min,
+                      (unsigned long long)max);
+    return 0;
+  }
+  if (x < min || x > max) {
+    cli_usage_error(c, "%s %s is not a valid %s: %s %llu", opt, s, noun, x < min ? "at least" : "at most",
+                    (unsigned long long)(x < min ? min : max));
+    return 0;
+  }
+  *v = x;
+  return 1;
+}
+
+int cli_parse_bytes(const cli_cmd *c, const char *opt, const char *s, uint64_t *v) {
+  static const struct { const char *name; uint64_t mult; } units[] = {
+      {"B", 1}, {"kB", 1000}, {"KB", 1000}, {"MB", 1000000}, {"GB", 1000000000}, {"TB", 1000000000000},
+      {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40},
+  };
+  char b[128];
+  const char *why = "expected a positive byte count, e.g. 150109880320, 80GB or 80GiB";
+  uint64_t x;
+  if (scan_u64(s, &x)) { /* plain bytes */
+    if (x) { *v = x; return 1; }
+    why = "the capacity must be more than 0 bytes";
+    goto bad;
+  }
+  /* DIGITS[.DIGITS]UNIT */
+  const char *p = s;
+  uint64_t whole = 0, frac = 0, scale = 1;
+  int digits = 0;
+  for (; isdigit((unsigned char)*p); p++, digits++) {
+    if (whole > (UINT64_MAX - 9) / 10) { why = "too large"; goto bad; }
+    whole = whole * 10 + (uint64_t)(*p - '0');
+  }
+  if (*p == '.') {
+    for (p++; isdigit((unsigned char)*p); p++, digits++) {
+      if (scale > UINT64_MAX / 100) { why = "too many decimals"; goto bad; }
+      frac = frac * 10 + (uint64_t)(*p - '0');
+      scale *= 10;
+    }
+  }
+  if (!digits) goto bad;
+  while (*p == ' ') p++;
+  for (size_t i = 0; i < sizeof units / sizeof *units; i++) {
+    if (strcmp(p, units[i].name)) continue;
+    uint64_t m = units[i].mult;
+    if (whole > UINT64_MAX / m) { why = "too large (more than 2^64-1 bytes)"; goto bad; }
+    /* frac/scale of m bytes must be whole: frac*m exactly divisible by scale */
+    unsigned __int128 fm = (unsigned __int128)frac * m;
+    if (fm % scale) { why = "not a whole number of bytes"; goto bad; }
+    uint64_t part = (uint64_t)(fm / scale);
+    if (whole * m > UINT64_MAX - part) { why = "too large (more than 2^64-1 bytes)"; goto bad; }
+    x = whole * m + part;
+    if (!x) { why = "the capacity must be more than 0 bytes"; goto bad; }
+    *v = x;
+    return 1;
+  }
+  if (*p) why = "unknown unit (kB MB GB TB are powers of 1000, KiB MiB GiB TiB powers of 1024)";
+bad:
+  cli_usage_error(c, "%s '%s': %s", opt, shown(s, b, sizeof b), why);
+  return 0;
+}
+
+/* ---- the allocator config of a replay ---- */
+
+int cli_alloc_config(const cli_cmd *c, const char *option_value, const char **conf, int *rc) {
+  static const char *const vars[] = {"TCUDA_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"};
+  const char *var = NULL, *text = option_value;
+  for (size_t k = 0; !text && k < sizeof vars / sizeof *vars; k++)
+    if ((text = getenv(vars[k]))) var = vars[k];
+  *conf = text;
+  if (!text) return 1;
+  /* an empty trace on the simulator parses the config and runs nothing */
+  tcuda_replay_options_t o = TCUDA_REPLAY_OPTIONS_INIT;
+  o.simulate = 1;
+  o.config = text;
+  char *js = NULL;
+  tcuda_status s = tcuda_replay_string("", &o, &js);
+  tcuda_string_free(js);
+  if (!s) return 1;
+  if (s != TCUDA_ERROR_CONFIG) { *rc = cli_fail(c->name); return 0; }
+  const char *msg = tcuda_last_error(), *cut = strstr(msg, ": config: ");
+  if (cut) msg = cut + strlen(": config: ");
+  char b[256], m[512];
+  shown(msg, m, sizeof m);
+  if (var) *rc = cli_error(c, "%s='%s': %s", var, shown(text, b, sizeof b), m);
+  else *rc = cli_usage_error(c, "--config '%s': %s", shown(text, b, sizeof b), m);
+  return 0;
+}
+
+void cli_print_oom(void *user, unsigned line, const char *message) {
+  const cli_cmd *c = user;
+  char m[1024];
+  fprintf(stderr, "tcuda %s: trace line %u: %s\n", c->name, line, shown(message, m, sizeof m));
+}
