@@ -13,7 +13,7 @@
  * Where the code says "torch", it mirrors c10/cuda/CUDACachingAllocator.cpp
  * (2.9-2.11) as described in docs/pytorch/allocator-and-rng.md. */
 #include "core/annotate.h"
-#include "alloc/alloc.h"
+#include "alloc/policy.h"
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -29,130 +29,8 @@
 #define ONE_EB ((uint64_t)1 << 60)
 #define SLAB_BLOCKS 256
 
-/* HOT_INLINE: the steps of a cached malloc, which the compiler left as
- * calls. Inlined into tc_alloc_malloc they took a cached 4 KiB pair from
- * 66.7 to 62.5 ns and the mixed pattern from 152 to 147 ns (simulated
- * device, -O3), for 3.4 KiB more code. SLOW_PATH: rare work behind an
- * inline test on that path, kept out of it. */
-#if defined(__GNUC__) || defined(__clang__)
-#define HOT_INLINE static inline __attribute__((always_inline))
-#define SLOW_PATH static __attribute__((noinline))
-#else
-#define HOT_INLINE static inline
-#define SLOW_PATH static
-#endif
-
-typedef struct tc_block tc_block;
-typedef struct tc_seg tc_seg;
-typedef struct tc_pool tc_pool;
-typedef struct tc_ppool tc_ppool;
-
-typedef struct tc_use {
-  uint64_t stream;
-  int device;
-} tc_use;
-
-struct tc_block {
-  uint64_t addr, size, requested, stream;
-  tc_block *prev, *next;  /* neighbours inside the segment */
-  tc_block *tl, *tr, *tp; /* treap links */
-  tc_pool *pool;
-  tc_seg *seg;
-  int64_t gc_base;
-  uint32_t prio;
-  int event_count;
-  uint8_t allocated, mapped;
-  uint16_t bkt; /* size bucket, while in the free set */
-  uint32_t nuses, capuses;
-  tc_use *uses; /* inl or heap */
-  tc_use inl[2];
-};
-
-typedef struct tc_tree {
-  tc_block *root;
-  int by_addr; /* 0: (size, addr), every block of one stream; 1: (stream, addr) */
-} tc_tree;
-
-/* Free blocks of one stream in one pool: 64 buckets per power of two,
- * bucket k holding sizes s with s - 1 in [2^(8+k/64) * (64 + k%64) / 64,
- * the next bucket's start), so buckets follow size order. Up to 64 KiB a
- * bucket holds one size. Counting from s - 1 puts a whole 2 MiB segment in
- * the bucket of its remainders after a split under 16 KiB, which keeps the
- * hot split and merge in place. 64 rather than 16 per power of two: more
- * buckets hold one block, and those skip the treap (mixed sizes 8% faster;
- * a stream's roots take 28 KiB per pool).
- * 56 powers of two, so the summary still fits one word. */
-#define BS_SUB 64
-#define BS_NB ((64 - 8) * BS_SUB)
-#define BS_W ((BS_NB + 63) / 64)
-_Static_assert(BS_W <= 64, "the summary is one word");
-typedef struct tc_bstream {
-  uint64_t stream;
-  uint64_t summary;    /* bit w: bits[w] != 0 */
-  uint64_t bits[BS_W]; /* bit k: root[k] != NULL */
-  tc_block *root[BS_NB];
-} tc_bstream;
-
-typedef struct tc_bset {
-  tc_bstream **s; /* sorted by stream; entries live as long as the pool */
-  size_t n, cap;
-} tc_bset;
-
-struct tc_pool {
-  tc_bset blocks;
-  tc_tree unmapped;
-  int is_small;
-  int pidx; /* TCUDA_STAT_SMALL_POOL or TCUDA_STAT_LARGE_POOL */
-  int64_t gc_calls;
-  tc_ppool *owner; /* the private pool holding this one; NULL for the default pools */
-};
-
-/* torch's PrivatePool: a CUDA graph's memory. Its blocks never serve
- * allocations outside it. use_count 0 means "freeable": its free segments go
- * at the next release_cached_blocks, and it goes when it has none left. */
-struct tc_ppool {
-  uint64_t id[2];
-  int use_count;
-  int64_t nsegs; /* torch's cudaMalloc_count (expandable: VA reservations) */
-  tc_pool small, large;
-  tc_ppool *next;
-};
-
-/* torch's captures_underway entry. */
-typedef struct tc_capture {
-  tc_ppool *pool;
-  tc_capture_filter fn;
-  void *ctx;
-} tc_capture;
-
-struct tc_seg {
-  tc_seg *lnext, *lprev;
-  tc_block *head;
-  tc_pool *pool;
-  tc_bstream *bs; /* where its free blocks go */
-  uint64_t stream, addr, size; /* cudaMalloc range, or the VA reservation */
-  int expandable;
-  uint64_t page, npages; /* expandable: handle size and count */
-  uint8_t *pmap;         /* expandable: 1 per mapped page */
-};
-
-typedef struct tc_evrec {
-  void *ev;
-  tc_block *b;
-} tc_evrec;
-
-typedef struct tc_evq {
-  uint64_t stream;
-  tc_evrec *q;
-  size_t head, len, cap; /* ring, cap a power of 2 */
-} tc_evq;
-
 /* ------------------------------------------------------------------ */
 /* the allocator's lock                                                 */
-
-/* A futex word: 0 free, 1 held, 2 held with sleepers. pthread's mutex
- * bookkeeping (owner, user count) was a sixth of the cached pair. */
-typedef struct { atomic_int w; } tc_lock;
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -196,82 +74,6 @@ static inline void lk_unlock(tc_lock *l) {
 #endif
   }
 }
-
-typedef struct tc_slot {
-  uint64_t key;
-  tc_block *b;
-} tc_slot;
-
-struct tc_alloc {
-  /* Alone on its line: waiters read it while the holder writes the fields
-   * below, which would otherwise bounce between their cores. */
-  _Alignas(64) tc_lock mu;
-  _Alignas(64) int device;
-  const tc_backend *be;
-  tc_alloc_config cfg;
-  uint64_t total_memory;
-  int has_allowed;
-  uint64_t allowed_max;
-  uint64_t total_allocated;
-  tcuda_memory_stats_t st;
-  tc_pool small, large;
-  tc_slot *ht;
-  size_t ht_cap, ht_len, ht_tombs;
-  unsigned ht_bits;
-  tc_block *freelist;
-  size_t nfree;
-  void **slabs;
-  size_t nslabs, capslabs;
-  tc_seg *segs;
-  /* lowest and highest address any segment ever covered: a lock-free
-   * "not mine" for tcuda_free's search across devices */
-  _Atomic uint64_t va_lo, va_hi;
-  tc_evq *evq; /* sorted by stream */
-  size_t nevq, capevq;
-  uint64_t rng;
-  tc_trace_fn trace;
-  void *trace_ctx;
-  /* CUDA graphs. ncaps is read without the lock only as a hint. */
-  tc_ppool *ppools;
-  tc_capture *caps;
-  size_t capcaps;
-  atomic_int ncaps;
-  tc_block **deferred; /* freed during capture while other streams used them */
-  size_t ndeferred, capdeferred;
-  /* combining (see "contended calls" below) */
-  struct tc_req *reqs;
-  _Alignas(64) _Atomic uint64_t pending; /* bit i: slot i holds a published request */
-};
-
-/* ------------------------------------------------------------------ */
-/* stats                                                                */
-
-static inline void st_inc(tcuda_stat_t *s, int64_t n) {
-  s->current += n;
-  if (s->current > s->peak) s->peak = s->current;
-  s->allocated += n;
-}
-static inline void st_dec(tcuda_stat_t *s, int64_t n) {
-  s->current -= n;
-  s->freed += n;
-}
-static inline void arr_inc(tcuda_stat_t *arr, int pidx, int64_t n) {
-  st_inc(&arr[TCUDA_STAT_ALL], n);
-  st_inc(&arr[pidx], n);
-}
-static inline void arr_dec(tcuda_stat_t *arr, int pidx, int64_t n) {
-  st_dec(&arr[TCUDA_STAT_ALL], n);
-  st_dec(&arr[pidx], n);
-}
-
-#define TRACE(a, act, addr, size, stream)                                     \
-  do {                                                                        \
-    if ((a)->trace) (a)->trace((a)->trace_ctx, (act), (addr), (size), (stream)); \
-  } while (0)
-
-/* Whether some capture is routing into a private pool (torch's
- * captures_underway non-empty). Under the lock. */
-static inline int capturing(const tc_alloc *a) { return atomic_load_explicit(&a->ncaps, memory_order_relaxed) != 0; }
 
 /* ------------------------------------------------------------------ */
 /* sizes                                                                */
