@@ -8,6 +8,11 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 /* HOT_INLINE: the steps of a cached malloc, which the compiler left as
  * calls. Inlined into tc_alloc_malloc they took a cached 4 KiB pair from
@@ -126,11 +131,10 @@ typedef struct tc_evq {
   tc_evrec *q;
   size_t head, len, cap; /* ring, cap a power of 2 */
 } tc_evq;
-/* ------------------------------------------------------------------ */
-/* the allocator's lock                                                 */
 
-/* A futex word: 0 free, 1 held, 2 held with sleepers. pthread's mutex
- * bookkeeping (owner, user count) was a sixth of the cached pair. */
+/* The allocator's lock (lock.c): a futex word, 0 free, 1 held, 2 held
+ * with sleepers. pthread's mutex bookkeeping (owner, user count) was a
+ * sixth of the cached pair. */
 typedef struct { atomic_int w; } tc_lock;
 
 typedef struct tc_slot {
@@ -174,7 +178,7 @@ struct tc_alloc {
   atomic_int ncaps;
   tc_block **deferred; /* freed during capture while other streams used them */
   size_t ndeferred, capdeferred;
-  /* combining (see "contended calls" below) */
+  /* combining (lock.c) */
   struct tc_req *reqs;
   _Alignas(64) _Atomic uint64_t pending; /* bit i: slot i holds a published request */
 };
@@ -208,5 +212,76 @@ static inline void arr_dec(tcuda_stat_t *arr, int pidx, int64_t n) {
 /* Whether some capture is routing into a private pool (torch's
  * captures_underway non-empty). Under the lock. */
 static inline int capturing(const tc_alloc *a) { return atomic_load_explicit(&a->ncaps, memory_order_relaxed) != 0; }
+
+/* ------------------------------------------------------------------ */
+/* lock.c: the lock, and combining of contended calls                   */
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+static inline int lk_try(tc_lock *l) {
+  int z = 0;
+  return atomic_load_explicit(&l->w, memory_order_relaxed) == 0 &&
+         atomic_compare_exchange_strong_explicit(&l->w, &z, 1, memory_order_acquire, memory_order_relaxed);
+}
+
+void tc_lk_lock_slow(tc_lock *l);
+
+static inline void lk_lock(tc_lock *l) {
+  if (!lk_try(l)) tc_lk_lock_slow(l);
+}
+
+static inline void lk_unlock(tc_lock *l) {
+  if (atomic_exchange_explicit(&l->w, 0, memory_order_release) == 2) {
+#ifdef __linux__
+    syscall(SYS_futex, &l->w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+#endif
+  }
+}
+
+/* A published request: one slot per thread (threads share slots modulo
+ * TC_REQ_SLOTS). */
+#define TC_REQ_SLOTS 64
+enum { RQ_FREE, RQ_OWNED, RQ_PENDING, RQ_DONE };
+enum { OP_MALLOC, OP_FREE };
+
+typedef struct tc_req {
+  _Alignas(64) atomic_int state;
+  int op, outcome; /* outcome 1: done; 0: the caller must take the lock */
+  uint64_t size, stream, addr;
+} tc_req;
+
+/* Under the lock: take the published requests and run them. */
+void tc_serve(tc_alloc *a);
+/* The lock was taken: publish the request and wait for a lock holder to
+ * run it. 1 when done, 0 when the caller must run it under the lock. */
+int tc_combine(tc_alloc *a, int op, uint64_t size, uint64_t stream, uint64_t addr, uint64_t *out);
+
+static inline void unlock_serving(tc_alloc *a) {
+  if (atomic_load_explicit(&a->pending, memory_order_relaxed)) tc_serve(a);
+  lk_unlock(&a->mu);
+}
+
+/* Take the lock, or have the current holder run the request: 1 when it
+ * was run for us (done), 0 with the lock held. */
+static inline int lock_or_combine(tc_alloc *a, int op, uint64_t size, uint64_t stream, uint64_t addr,
+                                  uint64_t *out) {
+  if (lk_try(&a->mu)) return 0;
+  if (tc_combine(a, op, size, stream, addr, out)) return 1;
+  lk_lock(&a->mu);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* policy.c                                                             */
+
+/* Run a published request (tc_serve, tc_combine): a cached malloc or a
+ * plain free; 0 when it needs the full path. Never sets an error. */
+int tc_run_fast(tc_alloc *a, tc_req *r);
 
 #endif
