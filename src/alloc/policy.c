@@ -25,8 +25,6 @@
 /* ------------------------------------------------------------------ */
 /* sizes                                                                */
 
-static unsigned log2_floor(uint64_t v) { return 63u - (unsigned)__builtin_clzll(v); }
-
 static uint64_t next_division(uint64_t size, uint64_t divisions) {
   if (!(size & (size - 1))) return size;
   uint64_t floor2 = (uint64_t)1 << log2_floor(size);
@@ -65,13 +63,7 @@ static void format_size(char *out, size_t n, uint64_t v) {
 /* ------------------------------------------------------------------ */
 /* block structs                                                        */
 
-static tcuda_status host_oom(void) {
-  return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory");
-}
-
-/* arr with room for twice *cap elements (first when empty), or NULL with
- * arr and *cap unchanged. */
-static void *grow(void *arr, size_t *cap, size_t elem, size_t first) {
+void *tc_grow(void *arr, size_t *cap, size_t elem, size_t first) {
   size_t n = *cap ? 2 * *cap : first;
   void *p = realloc(arr, n * elem);
   if (p) *cap = n;
@@ -81,7 +73,7 @@ static void *grow(void *arr, size_t *cap, size_t elem, size_t first) {
 SLOW_PATH tcuda_status add_slabs(tc_alloc *a, size_t n) {
   while (a->nfree < n) {
     if (a->nslabs == a->capslabs) {
-      void **ns = (void **)grow(a->slabs, &a->capslabs, sizeof *ns, 16);
+      void **ns = (void **)tc_grow(a->slabs, &a->capslabs, sizeof *ns, 16);
       if (!ns) return host_oom();
       a->slabs = ns;
     }
@@ -139,392 +131,7 @@ static void del_block(tc_alloc *a, tc_block *b) {
 }
 
 /* ------------------------------------------------------------------ */
-/* treap                                                                */
-
-static inline uint32_t next_prio(tc_alloc *a) {
-  uint64_t x = a->rng;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  a->rng = x;
-  return (uint32_t)(x >> 32);
-}
-
-/* x < key. A size-ordered tree is one bucket of one stream's free set, so
- * its blocks share a stream. A branch-free compare and child select measured
- * 4% slower on the mixed pattern: the next node's load waited for it. */
-static inline int key_less(const tc_tree *t, const tc_block *x, uint64_t stream, uint64_t size, uint64_t addr) {
-  if (t->by_addr) return x->stream != stream ? x->stream < stream : x->addr < addr;
-  if (x->size != size) return x->size < size;
-  return x->addr < addr;
-}
-
-static void rotate_up(tc_tree *t, tc_block *x) {
-  tc_block *p = x->tp, *g = p->tp;
-  if (p->tl == x) {
-    p->tl = x->tr;
-    if (x->tr) x->tr->tp = p;
-    x->tr = p;
-  } else {
-    p->tr = x->tl;
-    if (x->tl) x->tl->tp = p;
-    x->tl = p;
-  }
-  p->tp = x;
-  x->tp = g;
-  if (!g) t->root = x;
-  else if (g->tl == p) g->tl = x;
-  else g->tr = x;
-}
-
-static void tree_insert(tc_alloc *a, tc_tree *t, tc_block *b) {
-  b->tl = b->tr = NULL;
-  b->prio = next_prio(a);
-  tc_block *cur = t->root, *parent = NULL;
-  int left = 0;
-  while (cur) {
-    parent = cur;
-    left = !key_less(t, cur, b->stream, b->size, b->addr); /* b < cur: keys are unique */
-    cur = left ? cur->tl : cur->tr;
-  }
-  b->tp = parent;
-  if (!parent) t->root = b;
-  else if (left) parent->tl = b;
-  else parent->tr = b;
-  while (b->tp && b->tp->prio > b->prio) rotate_up(t, b);
-}
-
-/* Rotate b down while it has two children, then splice it out: its one
- * child (or none) takes its place, which keeps the heap order. */
-static void tree_erase(tc_tree *t, tc_block *b) {
-  while (b->tl && b->tr) rotate_up(t, b->tl->prio < b->tr->prio ? b->tl : b->tr);
-  tc_block *c = b->tl ? b->tl : b->tr, *p = b->tp;
-  if (c) c->tp = p;
-  if (!p) t->root = c;
-  else if (p->tl == b) p->tl = c;
-  else p->tr = c;
-  b->tl = b->tr = b->tp = NULL;
-}
-
-/* nw takes old's place in the tree (links and priority). The caller has
- * checked that nw's key sorts between old's neighbours, so the order holds
- * without a single rotation: a split or merge then costs O(1) tree work. */
-static void tree_replace(tc_tree *t, tc_block *old, tc_block *nw) {
-  nw->tl = old->tl;
-  nw->tr = old->tr;
-  nw->tp = old->tp;
-  nw->prio = old->prio;
-  if (nw->tl) nw->tl->tp = nw;
-  if (nw->tr) nw->tr->tp = nw;
-  if (!nw->tp) t->root = nw;
-  else if (nw->tp->tl == old) nw->tp->tl = nw;
-  else nw->tp->tr = nw;
-  old->tl = old->tr = old->tp = NULL;
-}
-
-/* First element >= key, or NULL (end). */
-static tc_block *lower_bound(const tc_tree *t, uint64_t stream, uint64_t size, uint64_t addr) {
-  tc_block *cur = t->root, *res = NULL;
-  while (cur) {
-    if (key_less(t, cur, stream, size, addr)) cur = cur->tr;
-    else {
-      res = cur;
-      cur = cur->tl;
-    }
-  }
-  return res;
-}
-
-static tc_block *tree_first(const tc_tree *t) {
-  tc_block *b = t->root;
-  if (b) while (b->tl) b = b->tl;
-  return b;
-}
-static tc_block *tree_last(const tc_tree *t) {
-  tc_block *b = t->root;
-  if (b) while (b->tr) b = b->tr;
-  return b;
-}
-static tc_block *tree_next(tc_block *b) {
-  if (b->tr) {
-    b = b->tr;
-    while (b->tl) b = b->tl;
-    return b;
-  }
-  while (b->tp && b->tp->tr == b) b = b->tp;
-  return b->tp;
-}
-static tc_block *tree_prev(tc_block *b) {
-  if (b->tl) {
-    b = b->tl;
-    while (b->tr) b = b->tr;
-    return b;
-  }
-  while (b->tp && b->tp->tl == b) b = b->tp;
-  return b->tp;
-}
-
-/* ------------------------------------------------------------------ */
-/* free-block sets: buckets of treaps behind a bitmap                  */
-
-static inline unsigned bs_bucket(uint64_t size) {
-  if (size < TC_MIN_BLOCK_SIZE) return 0;
-  uint64_t v = size - 1;
-  unsigned k = log2_floor(v); /* >= 8 */
-  return (k - 8) * BS_SUB + (unsigned)((v >> (k - 6)) & (BS_SUB - 1)); /* 6 = log2(BS_SUB) */
-}
-
-/* First index whose stream is >= stream. */
-static inline size_t bs_find(const tc_bset *set, uint64_t stream) {
-  if (set->n == 1) return set->s[0]->stream < stream; /* one stream: the common case */
-  size_t lo = 0, hi = set->n;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (set->s[mid]->stream < stream) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-/* The stream's entry, made if new: the one set operation that can fail,
- * so it runs when a segment is made, before anything changes. */
-static tcuda_status bs_reserve(tc_bset *set, uint64_t stream, tc_bstream **out) {
-  size_t i = bs_find(set, stream);
-  if (i < set->n && set->s[i]->stream == stream) {
-    *out = set->s[i];
-    return TCUDA_SUCCESS;
-  }
-  if (set->n == set->cap) {
-    tc_bstream **ns = (tc_bstream **)grow(set->s, &set->cap, sizeof *ns, 4);
-    if (!ns) return host_oom();
-    set->s = ns;
-  }
-  tc_bstream *e = (tc_bstream *)calloc(1, sizeof *e);
-  if (!e) return host_oom();
-  e->stream = stream;
-  memmove(&set->s[i + 1], &set->s[i], (set->n - i) * sizeof *set->s);
-  set->s[i] = e;
-  set->n++;
-  *out = e;
-  return TCUDA_SUCCESS;
-}
-
-static void bs_destroy(tc_bset *set) {
-  for (size_t i = 0; i < set->n; i++) free(set->s[i]);
-  free(set->s);
-  memset(set, 0, sizeof *set);
-}
-
-/* Most buckets hold a block or two: the empty and single cases skip the
- * treap code. */
-static inline void bs_insert(tc_alloc *a, tc_block *b) {
-  tc_bstream *e = b->seg->bs;
-  unsigned k = bs_bucket(b->size);
-  b->bkt = (uint16_t)k;
-  if (!e->root[k]) {
-    b->tl = b->tr = b->tp = NULL;
-    b->prio = next_prio(a);
-    e->root[k] = b;
-    e->bits[k >> 6] |= (uint64_t)1 << (k & 63);
-    e->summary |= (uint64_t)1 << (k >> 6);
-    return;
-  }
-  tc_tree t = {e->root[k], 0};
-  tree_insert(a, &t, b);
-  e->root[k] = t.root;
-}
-
-static inline void bs_erase(tc_block *b) {
-  tc_bstream *e = b->seg->bs;
-  unsigned k = b->bkt;
-  if (e->root[k] == b && !b->tl && !b->tr) {
-    e->root[k] = NULL;
-  } else {
-    tc_tree t = {e->root[k], 0};
-    tree_erase(&t, b);
-    e->root[k] = t.root;
-  }
-  if (!e->root[k]) {
-    e->bits[k >> 6] &= ~((uint64_t)1 << (k & 63));
-    if (!e->bits[k >> 6]) e->summary &= ~((uint64_t)1 << (k >> 6));
-  }
-}
-
-/* First non-empty bucket >= k, or BS_NB. */
-static inline unsigned bs_bucket_at_or_after(const tc_bstream *e, unsigned k) {
-  if (k >= BS_NB) return BS_NB;
-  unsigned w = k >> 6;
-  uint64_t m = e->bits[w] & (~(uint64_t)0 << (k & 63));
-  if (m) return w * 64 + (unsigned)__builtin_ctzll(m);
-  uint64_t sm = w + 1 < 64 ? e->summary & (~(uint64_t)0 << (w + 1)) : 0;
-  if (!sm) return BS_NB;
-  w = (unsigned)__builtin_ctzll(sm);
-  return w * 64 + (unsigned)__builtin_ctzll(e->bits[w]);
-}
-
-/* Last non-empty bucket <= k, or -1. */
-static int bs_bucket_at_or_before(const tc_bstream *e, int k) {
-  if (k < 0) return -1;
-  unsigned w = (unsigned)k >> 6;
-  uint64_t m = e->bits[w] & (~(uint64_t)0 >> (63 - (k & 63)));
-  if (m) return (int)(w * 64 + 63 - (unsigned)__builtin_clzll(m));
-  uint64_t sm = e->summary & (((uint64_t)1 << w) - 1);
-  if (!sm) return -1;
-  w = 63 - (unsigned)__builtin_clzll(sm);
-  return (int)(w * 64 + 63 - (unsigned)__builtin_clzll(e->bits[w]));
-}
-
-/* The smallest block from stream index si, bucket k on (later streams from
- * their first bucket). */
-static inline tc_block *bs_min_from(const tc_bset *set, size_t si, unsigned k) {
-  for (; si < set->n; si++, k = 0) {
-    const tc_bstream *e = set->s[si];
-    unsigned j = bs_bucket_at_or_after(e, k);
-    if (j < BS_NB) {
-      tc_tree t = {e->root[j], 0};
-      return tree_first(&t);
-    }
-  }
-  return NULL;
-}
-
-/* The largest block up to stream index si, bucket k (earlier streams from
- * their last bucket). */
-static tc_block *bs_max_upto(const tc_bset *set, ptrdiff_t si, int k) {
-  for (; si >= 0; si--, k = BS_NB - 1) {
-    const tc_bstream *e = set->s[si];
-    int j = bs_bucket_at_or_before(e, k);
-    if (j >= 0) {
-      tc_tree t = {e->root[j], 0};
-      return tree_last(&t);
-    }
-  }
-  return NULL;
-}
-
-static tc_block *bs_first(const tc_bset *set) { return bs_min_from(set, 0, 0); }
-static tc_block *bs_last(const tc_bset *set) { return bs_max_upto(set, (ptrdiff_t)set->n - 1, BS_NB - 1); }
-
-static tc_block *bs_next(const tc_bset *set, tc_block *b) {
-  tc_block *n = tree_next(b); /* inside b's bucket */
-  if (n) return n;
-  return bs_min_from(set, bs_find(set, b->stream), b->bkt + 1u);
-}
-
-static tc_block *bs_prev(const tc_bset *set, tc_block *b) {
-  tc_block *p = tree_prev(b);
-  if (p) return p;
-  return bs_max_upto(set, (ptrdiff_t)bs_find(set, b->stream), (int)b->bkt - 1);
-}
-
-/* First block >= (stream, size, addr), or NULL. */
-static inline tc_block *bs_lower_bound(const tc_bset *set, uint64_t stream, uint64_t size, uint64_t addr) {
-  size_t si = bs_find(set, stream);
-  if (si < set->n && set->s[si]->stream == stream) {
-    const tc_bstream *e = set->s[si];
-    unsigned k = bs_bucket(size);
-    if (e->root[k]) {
-      tc_tree t = {e->root[k], 0};
-      tc_block *r = lower_bound(&t, stream, size, addr);
-      if (r) return r;
-    }
-    return bs_min_from(set, si, k + 1);
-  }
-  return bs_min_from(set, si, 0);
-}
-
-/* nw (not in the set) takes the place of old (in it): in place when nw
- * sorts in old's bucket between old's neighbours there, so a split or a
- * merge costs no tree work; else old out and nw in. below: the caller knows
- * nw sorts below old (a split's remainder), so only that side is checked;
- * else it sorts above (a merge). */
-static inline void bs_move(tc_alloc *a, tc_block *old, tc_block *nw, int below) {
-  tc_bstream *e = old->seg->bs;
-  unsigned k = old->bkt;
-  if (bs_bucket(nw->size) == k) {
-    tc_tree t = {e->root[k], 0};
-    tc_block *nb = below ? tree_prev(old) : tree_next(old);
-    if (!nb || (below ? key_less(&t, nb, nw->stream, nw->size, nw->addr)
-                      : !key_less(&t, nb, nw->stream, nw->size, nw->addr))) {
-      tree_replace(&t, old, nw);
-      e->root[k] = t.root;
-      nw->bkt = (uint16_t)k;
-      return;
-    }
-  }
-  bs_erase(old);
-  bs_insert(a, nw);
-}
-
-/* Test hook: the free sets against the segments. Every free, mapped block
- * with no pending event must sit in its pool's set, in the right bucket,
- * findable by its key, and the walk must be strictly ordered; bucket bits
- * must match the roots. Returns 0, or 1 with *why set. */
-static int bs_check_pool(tc_alloc *a, tc_pool *pool, char *why, size_t n) {
-  size_t walked = 0, expected = 0;
-  const tc_block *prev = NULL;
-  for (tc_block *b = bs_first(&pool->blocks); b; b = bs_next(&pool->blocks, b), walked++) {
-    if (b->allocated || !b->mapped || b->event_count || b->pool != pool) {
-      snprintf(why, n, "free set holds block %#llx that is allocated, unmapped, pending or of another pool",
-               (unsigned long long)b->addr);
-      return 1;
-    }
-    if (b->bkt != bs_bucket(b->size) || b->seg->bs->stream != b->stream) {
-      snprintf(why, n, "block %#llx of %llu bytes in bucket %u, expected %u", (unsigned long long)b->addr,
-               (unsigned long long)b->size, b->bkt, bs_bucket(b->size));
-      return 1;
-    }
-    tc_tree t = {NULL, 0};
-    if (prev && (prev->stream > b->stream ||
-                 (prev->stream == b->stream && !key_less(&t, prev, b->stream, b->size, b->addr)))) {
-      snprintf(why, n, "free set out of order at block %#llx", (unsigned long long)b->addr);
-      return 1;
-    }
-    if (bs_lower_bound(&pool->blocks, b->stream, b->size, b->addr) != b) {
-      snprintf(why, n, "block %#llx is not found by its own key", (unsigned long long)b->addr);
-      return 1;
-    }
-    prev = b;
-  }
-  for (tc_seg *g = a->segs; g; g = g->lnext)
-    if (g->pool == pool)
-      for (const tc_block *b = g->head; b; b = b->next)
-        if (!b->allocated && b->mapped && !b->event_count && !b->nuses) expected++;
-  for (size_t i = 0; i < pool->blocks.n; i++) {
-    const tc_bstream *e = pool->blocks.s[i];
-    if (i && pool->blocks.s[i - 1]->stream >= e->stream) {
-      snprintf(why, n, "stream entries out of order");
-      return 1;
-    }
-    for (unsigned k = 0; k < BS_NB; k++) {
-      int bit = (int)((e->bits[k >> 6] >> (k & 63)) & 1), sum = (int)((e->summary >> (k >> 6)) & 1);
-      if (bit != (e->root[k] != NULL) || (bit && !sum)) {
-        snprintf(why, n, "stream %llu bucket %u: bit %d, summary %d, root %p", (unsigned long long)e->stream, k,
-                 bit, sum, (void *)e->root[k]);
-        return 1;
-      }
-    }
-    for (unsigned w = 0; w < BS_W; w++)
-      if ((int)((e->summary >> w) & 1) != (e->bits[w] != 0)) {
-        snprintf(why, n, "stream %llu: summary bit %u wrong", (unsigned long long)e->stream, w);
-        return 1;
-      }
-  }
-  if (walked != expected) {
-    snprintf(why, n, "free set holds %zu blocks, the segments have %zu free", walked, expected);
-    return 1;
-  }
-  return 0;
-}
-
-int tc_alloc_self_check(tc_alloc *a, char *why, size_t n) {
-  lk_lock(&a->mu);
-  int bad = bs_check_pool(a, &a->small, why, n) || bs_check_pool(a, &a->large, why, n);
-  for (tc_ppool *p = a->ppools; p && !bad; p = p->next)
-    bad = bs_check_pool(a, &p->small, why, n) || bs_check_pool(a, &p->large, why, n);
-  lk_unlock(&a->mu);
-  return bad;
-}
+/* pools                                                                */
 
 /* A small/large pool pair, empty; owner is the private pool or NULL. */
 static void pools_init(tc_pool *small, tc_pool *large, tc_ppool *owner) {
@@ -535,14 +142,8 @@ static void pools_init(tc_pool *small, tc_pool *large, tc_ppool *owner) {
   small->owner = large->owner = owner;
 }
 static void pools_destroy(tc_pool *small, tc_pool *large) {
-  bs_destroy(&small->blocks);
-  bs_destroy(&large->blocks);
-}
-
-/* torch's insert_into_blocks: the GC age starts now. */
-static inline void pool_insert(tc_alloc *a, tc_pool *p, tc_block *b) {
-  b->gc_base = p->gc_calls;
-  bs_insert(a, b);
+  tc_bs_destroy(&small->blocks);
+  tc_bs_destroy(&large->blocks);
 }
 
 /* ------------------------------------------------------------------ */
@@ -668,7 +269,7 @@ static uint64_t try_merge(tc_alloc *a, tc_block *dst, tc_block *src, tc_block **
     *victim = src;
   } else {
     if (src->mapped) bs_erase(src);
-    else tree_erase(&src->pool->unmapped, src);
+    else tc_tree_erase(&src->pool->unmapped, src);
     del_block(a, src);
   }
   return sub;
@@ -759,7 +360,7 @@ static int map_block(tc_alloc *a, tc_block *to_map, uint64_t size, tcuda_status 
   if (s) return *err = s, -1;
   memset(seg->pmap + begin, 1, end - begin);
   tc_pool *pool = to_map->pool;
-  tree_erase(&pool->unmapped, to_map);
+  tc_tree_erase(&pool->unmapped, to_map);
   to_map->mapped = 1;
   if (msize < to_map->size) {
     tc_block *rem = new_block(a, seg, to_map->addr + msize, to_map->size - msize);
@@ -802,7 +403,7 @@ static tc_block *find_expandable_block(tc_alloc *a, tc_pool *pool, uint64_t stre
     free(pmap);
     return *err = host_oom(), NULL;
   }
-  if ((s = bs_reserve(&pool->blocks, stream, &seg->bs))) {
+  if ((s = tc_bs_reserve(&pool->blocks, stream, &seg->bs))) {
     free(seg);
     free(pmap);
     return *err = s, NULL;
@@ -905,7 +506,7 @@ static tcuda_status release_expandable_segment(tc_alloc *a, tc_block *b) {
   tcuda_status s = a->be->va_release(a->be->ctx, a->device, seg->addr, seg->size);
   if (s) return s;
   if (b->pool->owner) b->pool->owner->nsegs--;
-  tree_erase(&b->pool->unmapped, b);
+  tc_tree_erase(&b->pool->unmapped, b);
   seg_unlink_free(a, seg);
   del_block(a, b);
   return TCUDA_SUCCESS;
@@ -997,7 +598,7 @@ static tc_evq *evq_get(tc_alloc *a, uint64_t stream) {
   while (i < a->nevq && a->evq[i].stream < stream) i++;
   if (i < a->nevq && a->evq[i].stream == stream) return &a->evq[i];
   if (a->nevq == a->capevq) {
-    tc_evq *n = (tc_evq *)grow(a->evq, &a->capevq, sizeof *n, 4);
+    tc_evq *n = (tc_evq *)tc_grow(a->evq, &a->capevq, sizeof *n, 4);
     if (!n) return NULL;
     a->evq = n;
   }
@@ -1111,7 +712,7 @@ static tcuda_status garbage_collect(tc_alloc *a) {
   uint64_t target = a->total_allocated - thr, reclaimed = 0, total_age = 0;
   int count = 0;
   tc_pool *pool = &a->large;
-  for (tc_block *b = bs_first(&pool->blocks); b; b = bs_next(&pool->blocks, b)) {
+  for (tc_block *b = tc_bs_first(&pool->blocks); b; b = bs_next(&pool->blocks, b)) {
     if (!is_split(b)) {
       total_age += (uint64_t)(int)(pool->gc_calls - b->gc_base);
       count++;
@@ -1122,7 +723,7 @@ static tcuda_status garbage_collect(tc_alloc *a) {
   while (reclaimed < target && freed && count > 0) {
     double age_thr = (double)total_age / count;
     freed = 0;
-    tc_block *b = bs_first(&pool->blocks);
+    tc_block *b = tc_bs_first(&pool->blocks);
     while (b) {
       tc_block *nx = bs_next(&pool->blocks, b);
       uint64_t age = (uint64_t)(int)(pool->gc_calls - b->gc_base);
@@ -1150,7 +751,7 @@ static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) 
   tc_seg *seg = (tc_seg *)calloc(1, sizeof *seg);
   if (!seg) return *err = host_oom(), -1;
   uint64_t addr = 0;
-  tcuda_status s = bs_reserve(&p->pool->blocks, p->stream, &seg->bs);
+  tcuda_status s = tc_bs_reserve(&p->pool->blocks, p->stream, &seg->bs);
   if (s) {
     free(seg);
     return *err = s, -1;
@@ -1195,11 +796,11 @@ static int release_available_cached_blocks(tc_alloc *a, const params *p, tcuda_s
   uint64_t key = p->size < msp ? msp : p->size;
   tc_block *it = bs_lower_bound(t, p->stream, key, 0);
   if (!it || it->stream != p->stream || it->seg->expandable) {
-    if (it == bs_first(t)) return 0;
-    it = it ? bs_prev(t, it) : bs_last(t);
+    if (it == tc_bs_first(t)) return 0;
+    it = it ? tc_bs_prev(t, it) : tc_bs_last(t);
     uint64_t released = 0;
     while (released < key && it->size >= msp && it->stream == p->stream) {
-      tc_block *cur = it, *pv = bs_prev(t, cur);
+      tc_block *cur = it, *pv = tc_bs_prev(t, cur);
       if (pv) it = pv;
       if (!cur->seg->expandable && !is_split(cur)) {
         uint64_t sz = cur->size;
@@ -1221,12 +822,12 @@ static int release_available_cached_blocks(tc_alloc *a, const params *p, tcuda_s
 static tcuda_status release_blocks(tc_alloc *a, tc_pool *pool) {
   size_t n = 0, cap = 0;
   tc_block **to_unmap = NULL;
-  tc_block *b = bs_first(&pool->blocks);
+  tc_block *b = tc_bs_first(&pool->blocks);
   while (b) {
     tc_block *nx = bs_next(&pool->blocks, b);
     if (b->seg->expandable) {
       if (n == cap) {
-        tc_block **nu = (tc_block **)grow(to_unmap, &cap, sizeof *nu, 16);
+        tc_block **nu = (tc_block **)tc_grow(to_unmap, &cap, sizeof *nu, 16);
         if (!nu) {
           free(to_unmap);
           return host_oom();
@@ -1462,7 +1063,7 @@ static tcuda_status free_found(tc_alloc *a, tc_block *b, size_t slot) {
     /* An event recorded now could be captured into a graph, and querying
      * one is illegal: wait until no capture is under way. */
     if (a->ndeferred == a->capdeferred) {
-      tc_block **n = (tc_block **)grow(a->deferred, &a->capdeferred, sizeof *n, 8);
+      tc_block **n = (tc_block **)tc_grow(a->deferred, &a->capdeferred, sizeof *n, 8);
       if (!n) return host_oom();
       a->deferred = n;
     }
@@ -1870,7 +1471,7 @@ tcuda_status tc_alloc_begin_allocate_to_pool(tc_alloc *a, const uint64_t id[2], 
                       (unsigned long long)id[0], (unsigned long long)id[1]);
     }
   if (n == a->capcaps) {
-    tc_capture *nc = (tc_capture *)grow(a->caps, &a->capcaps, sizeof *nc, 4);
+    tc_capture *nc = (tc_capture *)tc_grow(a->caps, &a->capcaps, sizeof *nc, 4);
     if (!nc) {
       lk_unlock(&a->mu);
       return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
