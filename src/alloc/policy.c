@@ -70,7 +70,7 @@ void *tc_grow(void *arr, size_t *cap, size_t elem, size_t first) {
   return p;
 }
 
-SLOW_PATH tcuda_status add_slabs(tc_alloc *a, size_t n) {
+static SLOW_PATH tcuda_status add_slabs(tc_alloc *a, size_t n) {
   while (a->nfree < n) {
     if (a->nslabs == a->capslabs) {
       void **ns = (void **)tc_grow(a->slabs, &a->capslabs, sizeof *ns, 16);
@@ -144,86 +144,6 @@ static void pools_init(tc_pool *small, tc_pool *large, tc_ppool *owner) {
 static void pools_destroy(tc_pool *small, tc_pool *large) {
   tc_bs_destroy(&small->blocks);
   tc_bs_destroy(&large->blocks);
-}
-
-/* ------------------------------------------------------------------ */
-/* hash map of allocated blocks                                         */
-
-static inline size_t ht_home(const tc_alloc *a, uint64_t key) {
-  return (size_t)(((key >> 9) * 0x9E3779B97F4A7C15ull) >> (64 - a->ht_bits));
-}
-
-/* A deleted slot. Deletion leaves a tombstone instead of shifting the
- * cluster back: the shift's loop (a home computed per moved entry, exits
- * at random) was 10% of a mixed-size free+alloc. Keys are block addresses,
- * never 0 (empty) or 1. Puts reuse tombstones; ht_reserve rebuilds the
- * table when live entries and tombstones reach 70%, so a probe always ends
- * at an empty slot. */
-#define HT_TOMB ((uint64_t)1)
-
-/* The slot holding key, or SIZE_MAX. */
-static size_t ht_slot(const tc_alloc *a, uint64_t key) {
-  if (key <= HT_TOMB) return SIZE_MAX;
-  size_t mask = a->ht_cap - 1, i = ht_home(a, key);
-  for (;;) {
-    uint64_t k = a->ht[i].key;
-    if (k == key) return i;
-    if (!k) return SIZE_MAX;
-    i = (i + 1) & mask;
-  }
-}
-
-static tc_block *ht_find(const tc_alloc *a, uint64_t key) {
-  size_t i = ht_slot(a, key);
-  return i == SIZE_MAX ? NULL : a->ht[i].b;
-}
-
-static void ht_put(tc_alloc *a, uint64_t key, tc_block *b) {
-  size_t mask = a->ht_cap - 1, i = ht_home(a, key);
-  while (a->ht[i].key > HT_TOMB) i = (i + 1) & mask;
-  if (a->ht[i].key == HT_TOMB) a->ht_tombs--;
-  a->ht[i].key = key;
-  a->ht[i].b = b;
-  a->ht_len++;
-}
-
-/* One more put would pass 70% of the slots in use or dead. */
-static int ht_full(const tc_alloc *a) { return (a->ht_len + a->ht_tombs + 1) * 10 > a->ht_cap * 7; }
-
-/* Rebuild without tombstones, at twice the size when the live entries
- * alone pass 35%. */
-SLOW_PATH tcuda_status ht_rebuild(tc_alloc *a) {
-  tc_slot *old = a->ht;
-  size_t oldcap = a->ht_cap;
-  size_t cap = (a->ht_len + 1) * 20 > oldcap * 7 ? oldcap * 2 : oldcap;
-  tc_slot *nt = (tc_slot *)calloc(cap, sizeof *nt);
-  if (!nt) return host_oom();
-  a->ht = nt;
-  if (cap != oldcap) a->ht_bits++;
-  a->ht_cap = cap;
-  a->ht_len = 0;
-  a->ht_tombs = 0;
-  for (size_t i = 0; i < oldcap; i++)
-    if (old[i].key > HT_TOMB) ht_put(a, old[i].key, old[i].b);
-  free(old);
-  return TCUDA_SUCCESS;
-}
-
-/* Before a put. */
-static inline tcuda_status ht_reserve(tc_alloc *a) { return ht_full(a) ? ht_rebuild(a) : TCUDA_SUCCESS; }
-
-/* Delete slot i's entry (found by ht_slot). A slot before an empty one
- * needs no tombstone: no probe passes through it. */
-static void ht_del_at(tc_alloc *a, size_t i) {
-  size_t mask = a->ht_cap - 1;
-  if (!a->ht[(i + 1) & mask].key) {
-    a->ht[i].key = 0;
-  } else {
-    a->ht[i].key = HT_TOMB;
-    a->ht_tombs++;
-  }
-  a->ht[i].b = NULL;
-  a->ht_len--;
 }
 
 /* ------------------------------------------------------------------ */
@@ -538,7 +458,7 @@ static tcuda_status insert_deferred(tc_alloc *a) {
   return s;
 }
 
-SLOW_PATH tcuda_status poll_events(tc_alloc *a) {
+static SLOW_PATH tcuda_status poll_events(tc_alloc *a) {
   if (a->ndeferred) {
     tcuda_status s = insert_deferred(a);
     if (s) return s;
