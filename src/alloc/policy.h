@@ -520,7 +520,6 @@ static inline void ht_put(tc_alloc *a, uint64_t key, tc_block *b) {
 /* One more put would pass 70% of the slots in use or dead. */
 static inline int ht_full(const tc_alloc *a) { return (a->ht_len + a->ht_tombs + 1) * 10 > a->ht_cap * 7; }
 
-/* Rebuild without tombstones (slow path of ht_reserve). */
 SLOW_PATH tcuda_status tc_ht_rebuild(tc_alloc *a);
 
 /* Before a put. */
@@ -583,10 +582,7 @@ typedef struct tc_req {
   uint64_t size, stream, addr;
 } tc_req;
 
-/* Under the lock: take the published requests and run them. */
 void tc_serve(tc_alloc *a);
-/* The lock was taken: publish the request and wait for a lock holder to
- * run it. 1 when done, 0 when the caller must run it under the lock. */
 int tc_combine(tc_alloc *a, int op, uint64_t size, uint64_t stream, uint64_t addr, uint64_t *out);
 
 static inline void unlock_serving(tc_alloc *a) {
@@ -605,10 +601,16 @@ static inline int lock_or_combine(tc_alloc *a, int op, uint64_t size, uint64_t s
 }
 
 /* ------------------------------------------------------------------ */
+/* pools.c: pools and private pools                                     */
+
+void tc_pools_init(tc_pool *small, tc_pool *large, tc_ppool *owner);
+void tc_pools_destroy(tc_pool *small, tc_pool *large);
+tcuda_status tc_release_freeable_pools(tc_alloc *a);
+
+/* ------------------------------------------------------------------ */
 /* policy.c                                                             */
 
-/* Run a published request (tc_serve, tc_combine): a cached malloc or a
- * plain free; 0 when it needs the full path. Never sets an error. */
 int tc_run_fast(tc_alloc *a, tc_req *r);
+tcuda_status tc_release_blocks(tc_alloc *a, tc_pool *pool);
 
 #endif
