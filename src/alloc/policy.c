@@ -70,7 +70,7 @@ void *tc_grow(void *arr, size_t *cap, size_t elem, size_t first) {
   return p;
 }
 
-static SLOW_PATH tcuda_status add_slabs(tc_alloc *a, size_t n) {
+tcuda_status tc_add_slabs(tc_alloc *a, size_t n) {
   while (a->nfree < n) {
     if (a->nslabs == a->capslabs) {
       void **ns = (void **)tc_grow(a->slabs, &a->capslabs, sizeof *ns, 16);
@@ -89,51 +89,10 @@ static SLOW_PATH tcuda_status add_slabs(tc_alloc *a, size_t n) {
   return TCUDA_SUCCESS;
 }
 
-/* At least n block structs on the free list. Here, in ht_reserve and in
- * process_events the test is inline, so a warm malloc makes no call; the
- * work behind it is SLOW_PATH, as inlined into the malloc it cost the
- * simulated pair 2 ns. */
-static inline tcuda_status reserve_blocks(tc_alloc *a, size_t n) {
-  return a->nfree >= n ? TCUDA_SUCCESS : add_slabs(a, n);
-}
-
-/* Callers reserve first, so this cannot fail. */
-static tc_block *new_block(tc_alloc *a, tc_seg *seg, uint64_t addr, uint64_t size) {
-  tc_block *b = a->freelist;
-  a->freelist = b->next;
-  a->nfree--;
-  /* every field by hand: a memset of the whole struct showed in profiles */
-  b->addr = addr;
-  b->size = size;
-  b->requested = 0;
-  b->stream = seg->stream;
-  b->prev = b->next = NULL;
-  b->tl = b->tr = b->tp = NULL;
-  b->pool = seg->pool;
-  b->seg = seg;
-  b->gc_base = 0;
-  b->prio = 0;
-  b->event_count = 0;
-  b->allocated = 0;
-  b->mapped = 1;
-  b->bkt = 0;
-  b->nuses = 0;
-  b->capuses = 2;
-  b->uses = b->inl;
-  return b;
-}
-
-static void del_block(tc_alloc *a, tc_block *b) {
-  if (b->uses != b->inl) free(b->uses);
-  b->next = a->freelist;
-  a->freelist = b;
-  a->nfree++;
-}
-
 /* ------------------------------------------------------------------ */
 /* segments                                                             */
 
-static void seg_link(tc_alloc *a, tc_seg *s) {
+void tc_seg_link(tc_alloc *a, tc_seg *s) {
   if (s->addr < atomic_load_explicit(&a->va_lo, memory_order_relaxed))
     atomic_store_explicit(&a->va_lo, s->addr, memory_order_relaxed);
   if (s->addr + s->size > atomic_load_explicit(&a->va_hi, memory_order_relaxed))
@@ -143,40 +102,13 @@ static void seg_link(tc_alloc *a, tc_seg *s) {
   if (a->segs) a->segs->lprev = s;
   a->segs = s;
 }
-static void seg_unlink_free(tc_alloc *a, tc_seg *s) {
+
+void tc_seg_unlink_free(tc_alloc *a, tc_seg *s) {
   if (s->lprev) s->lprev->lnext = s->lnext;
   else a->segs = s->lnext;
   if (s->lnext) s->lnext->lprev = s->lprev;
   free(s->pmap);
   free(s);
-}
-
-static inline int is_split(const tc_block *b) { return b->prev || b->next; }
-
-/* torch's try_merge_blocks: dst absorbs src; returns the size absorbed.
- * With victim, the first absorbed block of the free tree is left there as
- * *victim, for free_block to hand its tree node to dst. */
-static uint64_t try_merge(tc_alloc *a, tc_block *dst, tc_block *src, tc_block **victim) {
-  if (!src || src->allocated || src->event_count > 0 || src->nuses || dst->mapped != src->mapped) return 0;
-  if (dst->prev == src) {
-    dst->addr = src->addr;
-    dst->prev = src->prev;
-    if (dst->prev) dst->prev->next = dst;
-    else dst->seg->head = dst;
-  } else {
-    dst->next = src->next;
-    if (dst->next) dst->next->prev = dst;
-  }
-  uint64_t sub = src->size;
-  dst->size += sub;
-  if (victim && src->mapped && !*victim) {
-    *victim = src;
-  } else {
-    if (src->mapped) bs_erase(src);
-    else tc_tree_erase(&src->pool->unmapped, src);
-    del_block(a, src);
-  }
-  return sub;
 }
 
 /* torch's free_block: merge, back into the free set, net inactive_split. */
@@ -229,189 +161,7 @@ static tcuda_status release_block(tc_alloc *a, tc_block *b) {
   arr_dec(a->st.reserved_bytes, pool->pidx, (int64_t)b->size);
   if (b->size >= a->cfg.max_split_size) st_dec(&a->st.oversize_segments, 1);
   bs_erase(b);
-  seg_unlink_free(a, b->seg);
-  del_block(a, b);
-  return TCUDA_SUCCESS;
-}
-
-/* ------------------------------------------------------------------ */
-/* expandable segments                                                  */
-
-static inline int allocatable(const tc_block *b) {
-  return b && !b->allocated && b->event_count == 0 && b->nuses == 0;
-}
-
-static int has_space(const tc_block *b, uint64_t size) {
-  uint64_t bytes = 0;
-  while (bytes < size && allocatable(b)) {
-    bytes += b->size;
-    b = b->next;
-  }
-  return bytes >= size;
-}
-
-/* Returns 1 mapped, 0 device OOM, or an error status negated. */
-static int map_block(tc_alloc *a, tc_block *to_map, uint64_t size, tcuda_status *err) {
-  tc_seg *seg = to_map->seg;
-  uint64_t off = to_map->addr - seg->addr;
-  uint64_t begin = off / seg->page, end = (off + size + seg->page - 1) / seg->page;
-  if (begin == end) return 0;
-  tcuda_status s = reserve_blocks(a, 1);
-  if (s) return *err = s, -1;
-  uint64_t maddr = seg->addr + begin * seg->page, msize = (end - begin) * seg->page;
-  s = a->be->map(a->be->ctx, a->device, maddr, msize);
-  if (s == TCUDA_ERROR_OUT_OF_MEMORY) return 0;
-  if (s) return *err = s, -1;
-  memset(seg->pmap + begin, 1, end - begin);
-  tc_pool *pool = to_map->pool;
-  tc_tree_erase(&pool->unmapped, to_map);
-  to_map->mapped = 1;
-  if (msize < to_map->size) {
-    tc_block *rem = new_block(a, seg, to_map->addr + msize, to_map->size - msize);
-    rem->mapped = 0;
-    rem->prev = to_map;
-    rem->next = to_map->next;
-    if (rem->next) rem->next->prev = rem;
-    to_map->next = rem;
-    tree_insert(a, &pool->unmapped, rem);
-    to_map->size = msize;
-  }
-  try_merge(a, to_map, to_map->prev, NULL);
-  try_merge(a, to_map, to_map->next, NULL);
-  pool_insert(a, pool, to_map);
-  a->total_allocated += msize;
-  arr_inc(a->st.reserved_bytes, pool->pidx, (int64_t)msize);
-  a->st.num_device_alloc++;
-  TRACE(a, TC_TRACE_SEGMENT_MAP, maddr, msize, to_map->stream);
-  return 1;
-}
-
-/* The lowest address, in an existing (stream, pool) segment, where free plus
- * unmapped space fits `size`; a new VA reservation when none does. */
-static tc_block *find_expandable_block(tc_alloc *a, tc_pool *pool, uint64_t stream, uint64_t size,
-                                       tcuda_status *err) {
-  for (tc_block *c = lower_bound(&pool->unmapped, stream, 0, 0); c && c->stream == stream; c = tree_next(c)) {
-    const tc_block *cand = allocatable(c->prev) ? c->prev : c;
-    if (has_space(cand, size)) return (tc_block *)cand;
-  }
-  tcuda_status s = reserve_blocks(a, 1);
-  if (s) return *err = s, NULL;
-  uint64_t page = pool->is_small ? TC_SMALL_BUFFER : TC_LARGE_BUFFER;
-  uint64_t total = a->total_memory;
-  uint64_t npages = (total + total / 8 + page - 1) / page;
-  if (!npages) npages = 1;
-  tc_seg *seg = (tc_seg *)calloc(1, sizeof *seg);
-  uint8_t *pmap = (uint8_t *)calloc(npages, 1);
-  if (!seg || !pmap) {
-    free(seg);
-    free(pmap);
-    return *err = host_oom(), NULL;
-  }
-  if ((s = tc_bs_reserve(&pool->blocks, stream, &seg->bs))) {
-    free(seg);
-    free(pmap);
-    return *err = s, NULL;
-  }
-  uint64_t base = 0;
-  s = a->be->va_reserve(a->be->ctx, a->device, page * npages, &base);
-  if (s) {
-    free(seg);
-    free(pmap);
-    return *err = s, NULL;
-  }
-  seg->pool = pool;
-  seg->stream = stream;
-  seg->addr = base;
-  seg->size = page * npages;
-  seg->expandable = 1;
-  seg->page = page;
-  seg->npages = npages;
-  seg->pmap = pmap;
-  seg_link(a, seg);
-  if (pool->owner) pool->owner->nsegs++;
-  tc_block *b = new_block(a, seg, base, seg->size);
-  b->mapped = 0;
-  seg->head = b;
-  tree_insert(a, &pool->unmapped, b);
-  return b;
-}
-
-static int try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, uint64_t size, tc_block **out,
-                                   tcuda_status *err) {
-  tcuda_status s = TCUDA_SUCCESS;
-  tc_block *c = find_expandable_block(a, pool, stream, size, &s);
-  if (!c) return *err = s, -1;
-  if (!c->mapped) {
-    int r = map_block(a, c, c->size < size ? c->size : size, err);
-    if (r <= 0) return r;
-  }
-  while (c->size < size) {
-    tc_block *nc = c->next;
-    if (!nc || nc->mapped || !allocatable(nc)) return 0; /* cannot happen: has_space checked */
-    uint64_t rem = size - c->size;
-    int r = map_block(a, nc, rem < nc->size ? rem : nc->size, err);
-    if (r <= 0) return r;
-    c = nc;
-  }
-  bs_erase(c);
-  *out = c;
-  return 1;
-}
-
-/* torch's unmap_block: give back the whole pages inside a free block. */
-static tcuda_status unmap_block(tc_alloc *a, tc_block *b) {
-  tc_seg *seg = b->seg;
-  uint64_t off = b->addr - seg->addr;
-  uint64_t begin = (off + seg->page - 1) / seg->page, end = (off + b->size) / seg->page;
-  if (begin >= end) return TCUDA_SUCCESS;
-  tcuda_status s = reserve_blocks(a, 2);
-  if (s) return s;
-  s = a->be->stream_synchronize(a->be->ctx, a->device, seg->stream);
-  if (s) return s;
-  uint64_t uaddr = seg->addr + begin * seg->page, usize = (end - begin) * seg->page;
-  s = a->be->unmap(a->be->ctx, a->device, uaddr, usize);
-  if (s) return s;
-  memset(seg->pmap + begin, 0, end - begin);
-  tc_pool *pool = b->pool;
-  bs_erase(b);
-  uint64_t before = uaddr - b->addr, after = b->size - before - usize;
-  if (before) {
-    tc_block *bf = new_block(a, seg, b->addr, before);
-    bf->prev = b->prev;
-    bf->next = b;
-    if (bf->prev) bf->prev->next = bf;
-    else seg->head = bf;
-    b->prev = bf;
-    pool_insert(a, pool, bf);
-  }
-  if (after) {
-    tc_block *af = new_block(a, seg, uaddr + usize, after);
-    af->prev = b;
-    af->next = b->next;
-    if (af->next) af->next->prev = af;
-    b->next = af;
-    pool_insert(a, pool, af);
-  }
-  b->addr = uaddr;
-  b->size = usize;
-  b->mapped = 0;
-  try_merge(a, b, b->prev, NULL);
-  try_merge(a, b, b->next, NULL);
-  tree_insert(a, &pool->unmapped, b);
-  a->total_allocated -= usize;
-  arr_dec(a->st.reserved_bytes, pool->pidx, (int64_t)usize);
-  a->st.num_device_free++;
-  TRACE(a, TC_TRACE_SEGMENT_UNMAP, uaddr, usize, b->stream);
-  return TCUDA_SUCCESS;
-}
-
-static tcuda_status release_expandable_segment(tc_alloc *a, tc_block *b) {
-  tc_seg *seg = b->seg;
-  tcuda_status s = a->be->va_release(a->be->ctx, a->device, seg->addr, seg->size);
-  if (s) return s;
-  if (b->pool->owner) b->pool->owner->nsegs--;
-  tc_tree_erase(&b->pool->unmapped, b);
-  seg_unlink_free(a, seg);
+  tc_seg_unlink_free(a, b->seg);
   del_block(a, b);
   return TCUDA_SUCCESS;
 }
@@ -651,7 +401,7 @@ static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) 
   if (is_retry) a->st.num_alloc_retries++;
   uint64_t size = tc_alloc_segment_size(p->size); /* only on a miss: not in params_init */
   if (a->has_allowed && a->total_allocated + size > a->allowed_max) return 0;
-  if (a->cfg.expandable_segments) return try_allocate_expandable(a, p->pool, p->stream, p->size, &p->block, err);
+  if (a->cfg.expandable_segments) return tc_try_allocate_expandable(a, p->pool, p->stream, p->size, &p->block, err);
   tc_seg *seg = (tc_seg *)calloc(1, sizeof *seg);
   if (!seg) return *err = host_oom(), -1;
   uint64_t addr = 0;
@@ -678,7 +428,7 @@ static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) 
   seg->stream = p->stream;
   seg->addr = addr;
   seg->size = size;
-  seg_link(a, seg);
+  tc_seg_link(a, seg);
   if (p->pool->owner) p->pool->owner->nsegs++;
   tc_block *b = new_block(a, seg, addr, size);
   seg->head = b;
@@ -753,8 +503,8 @@ tcuda_status tc_release_blocks(tc_alloc *a, tc_pool *pool) {
   }
   tcuda_status s = TCUDA_SUCCESS;
   for (size_t i = 0; i < n && !s; i++) {
-    s = unmap_block(a, to_unmap[i]);
-    if (!s && !is_split(to_unmap[i]) && !to_unmap[i]->mapped) s = release_expandable_segment(a, to_unmap[i]);
+    s = tc_unmap_block(a, to_unmap[i]);
+    if (!s && !is_split(to_unmap[i]) && !to_unmap[i]->mapped) s = tc_release_expandable_segment(a, to_unmap[i]);
   }
   free(to_unmap);
   return s;
@@ -1314,7 +1064,7 @@ void tc_alloc_destroy(tc_alloc *a) {
     }
     for (tc_block *b = g->head; b; b = b->next)
       if (b->uses != b->inl) free(b->uses);
-    seg_unlink_free(a, g);
+    tc_seg_unlink_free(a, g);
   }
   for (size_t i = 0; i < a->nslabs; i++) free(a->slabs[i]);
   free(a->slabs);

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #ifdef __linux__
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -608,7 +609,89 @@ void tc_pools_destroy(tc_pool *small, tc_pool *large);
 tcuda_status tc_release_freeable_pools(tc_alloc *a);
 
 /* ------------------------------------------------------------------ */
+/* expandable.c: expandable segments                                    */
+
+int tc_try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, uint64_t size, tc_block **out,
+                               tcuda_status *err);
+tcuda_status tc_unmap_block(tc_alloc *a, tc_block *b);
+tcuda_status tc_release_expandable_segment(tc_alloc *a, tc_block *b);
+
+/* ------------------------------------------------------------------ */
 /* policy.c                                                             */
+
+SLOW_PATH tcuda_status tc_add_slabs(tc_alloc *a, size_t n);
+
+/* At least n block structs on the free list. Here, in ht_reserve and in
+ * process_events the test is inline, so a warm malloc makes no call; the
+ * work behind it is SLOW_PATH, as inlined into the malloc it cost the
+ * simulated pair 2 ns. */
+static inline tcuda_status reserve_blocks(tc_alloc *a, size_t n) {
+  return a->nfree >= n ? TCUDA_SUCCESS : tc_add_slabs(a, n);
+}
+
+/* Callers reserve first, so this cannot fail. */
+static inline tc_block *new_block(tc_alloc *a, tc_seg *seg, uint64_t addr, uint64_t size) {
+  tc_block *b = a->freelist;
+  a->freelist = b->next;
+  a->nfree--;
+  /* every field by hand: a memset of the whole struct showed in profiles */
+  b->addr = addr;
+  b->size = size;
+  b->requested = 0;
+  b->stream = seg->stream;
+  b->prev = b->next = NULL;
+  b->tl = b->tr = b->tp = NULL;
+  b->pool = seg->pool;
+  b->seg = seg;
+  b->gc_base = 0;
+  b->prio = 0;
+  b->event_count = 0;
+  b->allocated = 0;
+  b->mapped = 1;
+  b->bkt = 0;
+  b->nuses = 0;
+  b->capuses = 2;
+  b->uses = b->inl;
+  return b;
+}
+
+static inline void del_block(tc_alloc *a, tc_block *b) {
+  if (b->uses != b->inl) free(b->uses);
+  b->next = a->freelist;
+  a->freelist = b;
+  a->nfree++;
+}
+
+void tc_seg_link(tc_alloc *a, tc_seg *s);
+void tc_seg_unlink_free(tc_alloc *a, tc_seg *s);
+
+static inline int is_split(const tc_block *b) { return b->prev || b->next; }
+
+/* torch's try_merge_blocks: dst absorbs src; returns the size absorbed.
+ * With victim, the first absorbed block of the free tree is left there as
+ * *victim, for free_block to hand its tree node to dst. */
+static inline uint64_t try_merge(tc_alloc *a, tc_block *dst, tc_block *src, tc_block **victim) {
+  if (!src || src->allocated || src->event_count > 0 || src->nuses || dst->mapped != src->mapped) return 0;
+  if (dst->prev == src) {
+    dst->addr = src->addr;
+    dst->prev = src->prev;
+    if (dst->prev) dst->prev->next = dst;
+    else dst->seg->head = dst;
+  } else {
+    dst->next = src->next;
+    if (dst->next) dst->next->prev = dst;
+  }
+  uint64_t sub = src->size;
+  dst->size += sub;
+  if (victim && src->mapped && !*victim) {
+    *victim = src;
+  } else {
+    if (src->mapped) bs_erase(src);
+    else tc_tree_erase(&src->pool->unmapped, src);
+    del_block(a, src);
+  }
+  return sub;
+}
 
 int tc_run_fast(tc_alloc *a, tc_req *r);
 tcuda_status tc_release_blocks(tc_alloc *a, tc_pool *pool);
