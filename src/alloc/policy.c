@@ -112,7 +112,7 @@ void tc_seg_unlink_free(tc_alloc *a, tc_seg *s) {
 }
 
 /* torch's free_block: merge, back into the free set, net inactive_split. */
-static void free_block(tc_alloc *a, tc_block *b) {
+void tc_free_block(tc_alloc *a, tc_block *b) {
   tc_pool *pool = b->pool;
   TRACE(a, TC_TRACE_FREE_COMPLETED, b->addr, b->requested, b->stream);
   uint64_t orig_size = b->size, req = b->requested;
@@ -163,151 +163,6 @@ static tcuda_status release_block(tc_alloc *a, tc_block *b) {
   bs_erase(b);
   tc_seg_unlink_free(a, b->seg);
   del_block(a, b);
-  return TCUDA_SUCCESS;
-}
-
-/* ------------------------------------------------------------------ */
-/* events (record_stream)                                               */
-
-static void evq_remove_empty(tc_alloc *a) {
-  size_t w = 0;
-  for (size_t r = 0; r < a->nevq; r++) {
-    if (a->evq[r].len) a->evq[w++] = a->evq[r];
-    else free(a->evq[r].q);
-  }
-  a->nevq = w;
-}
-
-static tcuda_status insert_events(tc_alloc *a, tc_block *b);
-
-/* torch's insert_events_deferred_until_no_capture. On failure the blocks not
- * yet handled stay deferred. */
-static tcuda_status insert_deferred(tc_alloc *a) {
-  size_t i = 0;
-  tcuda_status s = TCUDA_SUCCESS;
-  for (; i < a->ndeferred && !s; i++) s = insert_events(a, a->deferred[i]);
-  if (s) i--;
-  memmove(a->deferred, a->deferred + i, (a->ndeferred - i) * sizeof *a->deferred);
-  a->ndeferred -= i;
-  return s;
-}
-
-static SLOW_PATH tcuda_status poll_events(tc_alloc *a) {
-  if (a->ndeferred) {
-    tcuda_status s = insert_deferred(a);
-    if (s) return s;
-  }
-  if (!a->nevq) return TCUDA_SUCCESS;
-  tcuda_status s = TCUDA_SUCCESS;
-  /* Streams in ascending order; torch walks a hash map, so its order across
-   * streams is arbitrary. Within a stream it is FIFO, as here. */
-  for (size_t i = 0; i < a->nevq && !s; i++) {
-    tc_evq *q = &a->evq[i];
-    while (q->len) {
-      tc_evrec *r = &q->q[q->head];
-      int done = a->be->event_query(a->be->ctx, r->ev);
-      if (done == 0) break;
-      if (done < 0) { /* the backend has set the message */
-        s = tcuda_last_status() ? tcuda_last_status() : TCUDA_ERROR_CUDA;
-        break;
-      }
-      a->be->event_release(a->be->ctx, r->ev);
-      tc_block *b = r->b;
-      q->head = (q->head + 1) & (q->cap - 1);
-      q->len--;
-      if (--b->event_count == 0) free_block(a, b);
-    }
-  }
-  evq_remove_empty(a);
-  return s;
-}
-
-static inline tcuda_status process_events(tc_alloc *a) {
-  return a->ndeferred || a->nevq ? poll_events(a) : TCUDA_SUCCESS;
-}
-
-static tcuda_status synchronize_and_free_events(tc_alloc *a) {
-  a->st.num_sync_all_streams++;
-  tcuda_status s = a->ndeferred ? insert_deferred(a) : TCUDA_SUCCESS;
-  if (s) return s;
-  for (size_t i = 0; i < a->nevq && !s; i++) {
-    tc_evq *q = &a->evq[i];
-    while (q->len) {
-      tc_evrec *r = &q->q[q->head];
-      s = a->be->event_synchronize(a->be->ctx, r->ev);
-      if (s) break;
-      a->be->event_release(a->be->ctx, r->ev);
-      tc_block *b = r->b;
-      q->head = (q->head + 1) & (q->cap - 1);
-      q->len--;
-      if (--b->event_count == 0) free_block(a, b);
-    }
-  }
-  evq_remove_empty(a);
-  return s;
-}
-
-static tc_evq *evq_get(tc_alloc *a, uint64_t stream) {
-  size_t i = 0;
-  while (i < a->nevq && a->evq[i].stream < stream) i++;
-  if (i < a->nevq && a->evq[i].stream == stream) return &a->evq[i];
-  if (a->nevq == a->capevq) {
-    tc_evq *n = (tc_evq *)tc_grow(a->evq, &a->capevq, sizeof *n, 4);
-    if (!n) return NULL;
-    a->evq = n;
-  }
-  memmove(&a->evq[i + 1], &a->evq[i], (a->nevq - i) * sizeof *a->evq);
-  memset(&a->evq[i], 0, sizeof a->evq[i]);
-  a->evq[i].stream = stream;
-  a->nevq++;
-  return &a->evq[i];
-}
-
-static int evq_grow(tc_evq *q) {
-  if (q->len < q->cap) return 1;
-  size_t cap = q->cap ? 2 * q->cap : 8;
-  tc_evrec *n = (tc_evrec *)malloc(cap * sizeof *n);
-  if (!n) return 0;
-  for (size_t k = 0; k < q->len; k++) n[k] = q->q[(q->head + k) & (q->cap - 1)];
-  free(q->q);
-  q->q = n;
-  q->cap = cap;
-  q->head = 0;
-  return 1;
-}
-
-/* torch's insert_events: one event per stream that used the block. All or
- * nothing: on failure no event stays recorded and the block is unchanged. */
-static tcuda_status insert_events(tc_alloc *a, tc_block *b) {
-  for (uint32_t k = 0; k < b->nuses; k++) {
-    tc_evq *q = evq_get(a, b->uses[k].stream);
-    if (!q || !evq_grow(q)) {
-      evq_remove_empty(a);
-      return host_oom();
-    }
-  }
-  void *small[8], **evs = small;
-  if (b->nuses > 8 && !(evs = (void **)malloc(b->nuses * sizeof *evs))) {
-    evq_remove_empty(a);
-    return host_oom();
-  }
-  for (uint32_t k = 0; k < b->nuses; k++) {
-    tcuda_status s = a->be->event_record(a->be->ctx, b->uses[k].device, b->uses[k].stream, &evs[k]);
-    if (s) {
-      while (k--) a->be->event_release(a->be->ctx, evs[k]);
-      if (evs != small) free(evs);
-      evq_remove_empty(a);
-      return s;
-    }
-  }
-  for (uint32_t k = 0; k < b->nuses; k++) {
-    tc_evq *q = evq_get(a, b->uses[k].stream); /* exists, has room */
-    q->q[(q->head + q->len) & (q->cap - 1)] = (tc_evrec){evs[k], b};
-    q->len++;
-    b->event_count++;
-  }
-  if (evs != small) free(evs);
-  b->nuses = 0;
   return TCUDA_SUCCESS;
 }
 
@@ -511,7 +366,7 @@ tcuda_status tc_release_blocks(tc_alloc *a, tc_pool *pool) {
 }
 
 static tcuda_status release_cached_blocks(tc_alloc *a) {
-  tcuda_status s = synchronize_and_free_events(a);
+  tcuda_status s = tc_synchronize_and_free_events(a);
   if (!s) s = tc_release_blocks(a, &a->large);
   if (!s) s = tc_release_blocks(a, &a->small);
   if (!s && a->ppools) s = tc_release_freeable_pools(a);
@@ -688,7 +543,7 @@ tcuda_status tc_alloc_malloc(tc_alloc *a, uint64_t size, uint64_t stream, uint64
 }
 
 /* ------------------------------------------------------------------ */
-/* free, record_stream                                                  */
+/* free, empty_cache                                                    */
 
 /* b sits in hash slot `slot`. */
 static tcuda_status free_found(tc_alloc *a, tc_block *b, size_t slot) {
@@ -702,7 +557,7 @@ static tcuda_status free_found(tc_alloc *a, tc_block *b, size_t slot) {
     }
     a->deferred[a->ndeferred++] = b;
   } else if (b->nuses) {
-    tcuda_status s = insert_events(a, b);
+    tcuda_status s = tc_insert_events(a, b);
     if (s) return s;
   }
   ht_del_at(a, slot);
@@ -712,7 +567,7 @@ static tcuda_status free_found(tc_alloc *a, tc_block *b, size_t slot) {
   arr_dec(a->st.allocated_bytes, pool->pidx, (int64_t)b->size);
   TRACE(a, TC_TRACE_FREE_REQUESTED, b->addr, b->requested, b->stream);
   if (b->size >= a->cfg.max_split_size) st_dec(&a->st.oversize_allocations, 1);
-  if (!b->event_count && !b->nuses) free_block(a, b);
+  if (!b->event_count && !b->nuses) tc_free_block(a, b);
   return TCUDA_SUCCESS;
 }
 
@@ -742,43 +597,6 @@ int tc_alloc_free_if_owned(tc_alloc *a, uint64_t addr, tcuda_status *status) {
   if (b) *status = free_found(a, b, slot);
   unlock_serving(a);
   return b != NULL;
-}
-
-tcuda_status tc_alloc_record_stream_on(tc_alloc *a, uint64_t addr, uint64_t stream, int stream_device) {
-  TC_CHECK_ARG("tc_alloc_record_stream", a != NULL, "allocator");
-  lk_lock(&a->mu);
-  tc_block *b = addr ? ht_find(a, addr) : NULL;
-  tcuda_status s = TCUDA_SUCCESS;
-  if (!b) {
-    s = tc_error(TCUDA_ERROR_INVALID_POINTER,
-                 "record_stream: pointer 0x%llx is not a live allocation of device %d's allocator",
-                 (unsigned long long)addr, a->device);
-  } else if (stream != b->stream) { /* uses on the allocation stream need no event */
-    uint32_t k = 0;
-    while (k < b->nuses && (b->uses[k].stream != stream || b->uses[k].device != stream_device)) k++;
-    if (k == b->nuses) {
-      if (b->nuses == b->capuses) {
-        uint32_t cap = 2 * b->capuses;
-        tc_use *nu = (tc_use *)malloc(cap * sizeof *nu);
-        if (!nu) {
-          lk_unlock(&a->mu);
-          return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "record_stream: out of host memory");
-        }
-        memcpy(nu, b->uses, b->nuses * sizeof *nu);
-        if (b->uses != b->inl) free(b->uses);
-        b->uses = nu;
-        b->capuses = cap;
-      }
-      b->uses[b->nuses++] = (tc_use){stream, stream_device};
-    }
-  }
-  lk_unlock(&a->mu);
-  return s;
-}
-
-tcuda_status tc_alloc_record_stream(tc_alloc *a, uint64_t addr, uint64_t stream) {
-  TC_CHECK_ARG("tc_alloc_record_stream", a != NULL, "allocator");
-  return tc_alloc_record_stream_on(a, addr, stream, a->device);
 }
 
 tcuda_status tc_alloc_empty_cache(tc_alloc *a) {

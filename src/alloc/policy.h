@@ -617,6 +617,18 @@ tcuda_status tc_unmap_block(tc_alloc *a, tc_block *b);
 tcuda_status tc_release_expandable_segment(tc_alloc *a, tc_block *b);
 
 /* ------------------------------------------------------------------ */
+/* events.c: record_stream's events                                     */
+
+SLOW_PATH tcuda_status tc_poll_events(tc_alloc *a);
+
+static inline tcuda_status process_events(tc_alloc *a) {
+  return a->ndeferred || a->nevq ? tc_poll_events(a) : TCUDA_SUCCESS;
+}
+
+tcuda_status tc_synchronize_and_free_events(tc_alloc *a);
+tcuda_status tc_insert_events(tc_alloc *a, tc_block *b);
+
+/* ------------------------------------------------------------------ */
 /* policy.c                                                             */
 
 SLOW_PATH tcuda_status tc_add_slabs(tc_alloc *a, size_t n);
@@ -669,7 +681,7 @@ static inline int is_split(const tc_block *b) { return b->prev || b->next; }
 
 /* torch's try_merge_blocks: dst absorbs src; returns the size absorbed.
  * With victim, the first absorbed block of the free tree is left there as
- * *victim, for free_block to hand its tree node to dst. */
+ * *victim, for tc_free_block to hand its tree node to dst. */
 static inline uint64_t try_merge(tc_alloc *a, tc_block *dst, tc_block *src, tc_block **victim) {
   if (!src || src->allocated || src->event_count > 0 || src->nuses || dst->mapped != src->mapped) return 0;
   if (dst->prev == src) {
@@ -693,6 +705,7 @@ static inline uint64_t try_merge(tc_alloc *a, tc_block *dst, tc_block *src, tc_b
   return sub;
 }
 
+void tc_free_block(tc_alloc *a, tc_block *b);
 int tc_run_fast(tc_alloc *a, tc_req *r);
 tcuda_status tc_release_blocks(tc_alloc *a, tc_pool *pool);
 
