@@ -60,7 +60,7 @@ static tcuda_status check_pool_id(const char *F, const uint64_t id[2]) {
 }
 
 tcuda_status tc_alloc_begin_allocate_to_pool(tc_alloc *a, const uint64_t id[2], tc_capture_filter fn, void *ctx) {
-  static const char *F = "beginAllocateToPool";
+  static const char *F = "tc_alloc_begin_allocate_to_pool";
   TC_CHECK_ARG(F, a != NULL, "allocator");
   TC_CHECK_ARG(F, fn != NULL, "filter");
   tcuda_status s = check_pool_id(F, id);
@@ -102,7 +102,7 @@ tcuda_status tc_alloc_begin_allocate_to_pool(tc_alloc *a, const uint64_t id[2], 
 }
 
 tcuda_status tc_alloc_end_allocate_to_pool(tc_alloc *a, const uint64_t id[2]) {
-  static const char *F = "endAllocateToPool";
+  static const char *F = "tc_alloc_end_allocate_to_pool";
   TC_CHECK_ARG(F, a != NULL, "allocator");
   tcuda_status s = check_pool_id(F, id);
   if (s) return s;
@@ -121,7 +121,7 @@ tcuda_status tc_alloc_end_allocate_to_pool(tc_alloc *a, const uint64_t id[2]) {
 }
 
 tcuda_status tc_alloc_release_pool(tc_alloc *a, const uint64_t id[2]) {
-  static const char *F = "releasePool";
+  static const char *F = "tc_alloc_release_pool";
   TC_CHECK_ARG(F, a != NULL, "allocator");
   tcuda_status s = check_pool_id(F, id);
   if (s) return s;
