@@ -30,14 +30,15 @@ void tc_lk_lock_slow(tc_lock *l) {
 
 /* Under contention a plain lock moves the allocator's data (trees, stats,
  * hash table) to every new owner's core, and each call pays those misses:
- * eight threads went 10x slower per call than one. Instead a thread that
- * finds the lock taken publishes its request in a slot, and whoever holds
- * the lock runs the published requests while the data is hot in its cache.
- * Only calls that need no backend work, no trace and no capture are run for
- * another thread (a cached malloc, a free without record_stream); the rest,
- * and anything that fails, goes back to its caller, which takes the lock
- * itself. Each request runs whole under the lock, so every outcome is one
- * of a serial order of the calls: the policy is unchanged. */
+ * eight threads went many times slower per call than one. Instead a
+ * thread that finds the lock taken publishes its request in a slot, and
+ * whoever holds the lock runs the published requests while the data is hot
+ * in its cache. Only calls that need no backend work, no trace and no
+ * capture are run for another thread (a cached malloc, a free without
+ * record_stream); the rest, and anything that fails, goes back to its
+ * caller, which takes the lock itself. Each request runs whole under the
+ * lock, so every outcome is one of a serial order of the calls: the policy
+ * is unchanged. */
 #define TC_REQ_SPINS 4000 /* then the waiter blocks on the lock instead */
 static _Thread_local int tl_slot = -1;
 static atomic_int g_next_slot;

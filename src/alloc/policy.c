@@ -1,17 +1,10 @@
 /* The caching allocator engine: PyTorch's DeviceCachingAllocator decisions
- * and statistics, in pure C over a tc_backend.
- *
- * Data structures (all owned by one tc_alloc, guarded by its mutex):
- *  - free blocks per pool ordered by (stream, size, addr), as std::set's
- *    lower_bound and in-order walks: per stream, 64 size buckets per power
- *    of two, each a small treap, found through a bitmap (a plain treap over
- *    thousands of free blocks spent most of a malloc in its descent);
- *  - unmapped expandable blocks in a second treap ordered by (stream, addr);
- *  - allocated blocks in an open-addressing hash map addr -> block;
- *  - block structs recycled through a free list, so the hot path does not
- *    call malloc once the caches are warm.
- * Where the code says "torch", it mirrors c10/cuda/CUDACachingAllocator.cpp
- * (2.9-2.11) as described in docs/pytorch/allocator-and-rng.md. */
+ * and statistics, in pure C over a tc_backend. This file holds the core:
+ * sizes, block structs, segments, free_block's merges, malloc (split,
+ * garbage collection, the OOM retry), free, empty_cache, create and
+ * destroy. policy.h lists the data structures and the other parts. Where
+ * the code says "torch", it mirrors c10/cuda/CUDACachingAllocator.cpp
+ * (2.9-2.11) as described in docs/allocator.md. */
 #include "core/annotate.h"
 #include "alloc/policy.h"
 #include <stdatomic.h>

@@ -1,7 +1,23 @@
-/* The caching allocator policy's internal header: the types its parts share
- * and, grouped by file, what each part offers the others. Helpers that the
- * cached malloc/free path calls are static inline here, so that splitting
- * the policy into files adds no call to that path. */
+/* The caching allocator policy's internal header: the types its parts
+ * share and, grouped by file, what each part offers the others.
+ *
+ * Data structures (all owned by one tc_alloc, guarded by its lock):
+ *  - free blocks per pool ordered by (stream, size, addr), as std::set's
+ *    lower_bound and in-order walks: per stream, 64 size buckets per power
+ *    of two, each a small treap, found through a bitmap (a plain treap over
+ *    thousands of free blocks spent most of a malloc in its descent):
+ *    freeset.c;
+ *  - unmapped expandable blocks in a second treap ordered by (stream, addr):
+ *    freeset.c, expandable.c;
+ *  - allocated blocks in an open-addressing hash map addr -> block:
+ *    blockmap.c;
+ *  - block structs recycled through a free list, so the hot path does not
+ *    call malloc once the caches are warm: policy.c.
+ * The cached malloc/free path runs in policy.c. What it needs from the
+ * other files is static inline here, as the compiler inlined it when all
+ * was one file, so the split adds no call to that path. Where the code
+ * says "torch", it mirrors c10/cuda/CUDACachingAllocator.cpp (2.9-2.11) as
+ * described in docs/allocator.md. */
 #ifndef TC_ALLOC_POLICY_H
 #define TC_ALLOC_POLICY_H
 #include "alloc/alloc.h"
@@ -16,10 +32,9 @@
 #endif
 
 /* HOT_INLINE: the steps of a cached malloc, which the compiler left as
- * calls. Inlined into tc_alloc_malloc they took a cached 4 KiB pair from
- * 66.7 to 62.5 ns and the mixed pattern from 152 to 147 ns (simulated
- * device, -O3), for 3.4 KiB more code. SLOW_PATH: rare work behind an
- * inline test on that path, kept out of it. */
+ * calls; inlined into tc_alloc_malloc they made the cached pair and the
+ * mixed pattern faster, for a few KiB more code (docs/performance.md).
+ * SLOW_PATH: rare work behind an inline test on that path, kept out of it. */
 #if defined(__GNUC__) || defined(__clang__)
 #define HOT_INLINE static inline __attribute__((always_inline))
 #define SLOW_PATH __attribute__((noinline))
@@ -27,6 +42,9 @@
 #define HOT_INLINE static inline
 #define SLOW_PATH
 #endif
+
+/* ------------------------------------------------------------------ */
+/* types                                                                */
 
 typedef struct tc_block tc_block;
 typedef struct tc_seg tc_seg;
@@ -65,8 +83,8 @@ typedef struct tc_tree {
  * bucket holds one size. Counting from s - 1 puts a whole 2 MiB segment in
  * the bucket of its remainders after a split under 16 KiB, which keeps the
  * hot split and merge in place. 64 rather than 16 per power of two: more
- * buckets hold one block, and those skip the treap (mixed sizes 8% faster;
- * a stream's roots take 28 KiB per pool).
+ * buckets hold one block, and those skip the treap (faster on mixed sizes,
+ * for 28 KiB of roots per stream and pool).
  * 56 powers of two, so the summary still fits one word. */
 #define BS_SUB 64
 #define BS_NB ((64 - 8) * BS_SUB)
@@ -135,7 +153,7 @@ typedef struct tc_evq {
 
 /* The allocator's lock (lock.c): a futex word, 0 free, 1 held, 2 held
  * with sleepers. pthread's mutex bookkeeping (owner, user count) was a
- * sixth of the cached pair. */
+ * visible share of the cached pair. */
 typedef struct { atomic_int w; } tc_lock;
 
 typedef struct tc_slot {
@@ -185,7 +203,7 @@ struct tc_alloc {
 };
 
 /* ------------------------------------------------------------------ */
-/* shared helpers: stats, trace, sizes (policy.c)                       */
+/* helpers of every part: stats, trace, sizes, array growth             */
 
 static inline void st_inc(tcuda_stat_t *s, int64_t n) {
   s->current += n;
@@ -237,8 +255,9 @@ static inline uint32_t next_prio(tc_alloc *a) {
 }
 
 /* x < key. A size-ordered tree is one bucket of one stream's free set, so
- * its blocks share a stream. A branch-free compare and child select measured
- * 4% slower on the mixed pattern: the next node's load waited for it. */
+ * its blocks share a stream. Branches, not a branch-free compare and child
+ * select: with those the next node's load waited for the compare, and the
+ * mixed pattern got slower. */
 static inline int key_less(const tc_tree *t, const tc_block *x, uint64_t stream, uint64_t size, uint64_t addr) {
   if (t->by_addr) return x->stream != stream ? x->stream < stream : x->addr < addr;
   if (x->size != size) return x->size < size;
@@ -486,10 +505,10 @@ static inline size_t ht_home(const tc_alloc *a, uint64_t key) {
 
 /* A deleted slot. Deletion leaves a tombstone instead of shifting the
  * cluster back: the shift's loop (a home computed per moved entry, exits
- * at random) was 10% of a mixed-size free+alloc. Keys are block addresses,
- * never 0 (empty) or 1. Puts reuse tombstones; ht_reserve rebuilds the
- * table when live entries and tombstones reach 70%, so a probe always ends
- * at an empty slot. */
+ * at random) was a large part of a mixed-size free+alloc. Keys are block
+ * addresses, never 0 (empty) or 1. Puts reuse tombstones; ht_reserve
+ * rebuilds the table when live entries and tombstones reach 70%, so a
+ * probe always ends at an empty slot. */
 #define HT_TOMB ((uint64_t)1)
 
 /* The slot holding key, or SIZE_MAX. */
@@ -629,14 +648,14 @@ tcuda_status tc_synchronize_and_free_events(tc_alloc *a);
 tcuda_status tc_insert_events(tc_alloc *a, tc_block *b);
 
 /* ------------------------------------------------------------------ */
-/* policy.c                                                             */
+/* policy.c: block structs, segments, merges, malloc and free           */
 
 SLOW_PATH tcuda_status tc_add_slabs(tc_alloc *a, size_t n);
 
 /* At least n block structs on the free list. Here, in ht_reserve and in
  * process_events the test is inline, so a warm malloc makes no call; the
- * work behind it is SLOW_PATH, as inlined into the malloc it cost the
- * simulated pair 2 ns. */
+ * work behind it is SLOW_PATH, as inlined into the malloc it slowed the
+ * cached pair down. */
 static inline tcuda_status reserve_blocks(tc_alloc *a, size_t n) {
   return a->nfree >= n ? TCUDA_SUCCESS : tc_add_slabs(a, n);
 }
