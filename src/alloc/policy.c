@@ -459,6 +459,28 @@ static tc_pool *capture_pool(tc_alloc *a, uint64_t size, uint64_t stream) {
   return NULL;
 }
 
+/* No cached block fits: garbage collection, a new segment, then the OOM
+ * retries. SUCCESS with p->block set, or the error. */
+static SLOW_PATH tcuda_status malloc_miss(tc_alloc *a, params *p, int cap) {
+  tcuda_status s = TCUDA_SUCCESS;
+  if (a->has_allowed && a->cfg.garbage_collection_threshold > 0 && (s = garbage_collect(a))) return s;
+  int r = alloc_block(a, p, 0, &s);
+  if (r == 0) {
+    r = release_available_cached_blocks(a, p, &s);
+    if (r > 0) r = alloc_block(a, p, 0, &s);
+  }
+  if (r == 0 && !cap) { /* the full flush synchronizes: not while capturing */
+    TC_ANNOTATE_BEGIN("tcuda: allocator OOM retry (release cached blocks)");
+    tcuda_status rs = release_cached_blocks(a);
+    if (!rs) r = alloc_block(a, p, 1, &s);
+    TC_ANNOTATE_END();
+    if (rs) return rs;
+  }
+  if (r < 0) return s;
+  if (r == 0) return oom(a, p);
+  return TCUDA_SUCCESS;
+}
+
 HOT_INLINE tcuda_status malloc_locked(tc_alloc *a, uint64_t orig, uint64_t stream, uint64_t *addr) {
   int cap = capturing(a);
   tcuda_status s = reserve_blocks(a, 4);
@@ -471,23 +493,7 @@ HOT_INLINE tcuda_status malloc_locked(tc_alloc *a, uint64_t orig, uint64_t strea
     tc_pool *pp = capture_pool(a, p.size, stream);
     if (pp) p.pool = pp;
   }
-  if (!get_free_block(a, &p)) {
-    if (a->has_allowed && a->cfg.garbage_collection_threshold > 0 && (s = garbage_collect(a))) return s;
-    int r = alloc_block(a, &p, 0, &s);
-    if (r == 0) {
-      r = release_available_cached_blocks(a, &p, &s);
-      if (r > 0) r = alloc_block(a, &p, 0, &s);
-    }
-    if (r == 0 && !cap) { /* the full flush synchronizes: not while capturing */
-      TC_ANNOTATE_BEGIN("tcuda: allocator OOM retry (release cached blocks)");
-      tcuda_status rs = release_cached_blocks(a);
-      if (!rs) r = alloc_block(a, &p, 1, &s);
-      TC_ANNOTATE_END();
-      if (rs) return rs;
-    }
-    if (r < 0) return s;
-    if (r == 0) return oom(a, &p);
-  }
+  if (!get_free_block(a, &p) && (s = malloc_miss(a, &p, cap))) return s;
   tc_block *b = alloc_found_block(a, &p, orig, should_split(a, p.block, p.size));
   *addr = b->addr;
   return TCUDA_SUCCESS;
