@@ -33,7 +33,7 @@ static int map_block(tc_alloc *a, tc_block *to_map, uint64_t size, tcuda_status 
   if (s) return *err = s, -1;
   memset(seg->pmap + begin, 1, end - begin);
   tc_pool *pool = to_map->pool;
-  tc_tree_erase(&pool->unmapped, to_map);
+  tree_erase(&pool->unmapped, to_map);
   to_map->mapped = 1;
   if (msize < to_map->size) {
     tc_block *rem = new_block(a, seg, to_map->addr + msize, to_map->size - msize);
@@ -179,7 +179,7 @@ tcuda_status tc_release_expandable_segment(tc_alloc *a, tc_block *b) {
   tcuda_status s = a->be->va_release(a->be->ctx, a->device, seg->addr, seg->size);
   if (s) return s;
   if (b->pool->owner) b->pool->owner->nsegs--;
-  tc_tree_erase(&b->pool->unmapped, b);
+  tree_erase(&b->pool->unmapped, b);
   tc_seg_unlink_free(a, seg);
   del_block(a, b);
   return TCUDA_SUCCESS;

@@ -1,8 +1,8 @@
 /* The free-block sets: per pool, the free blocks ordered by (stream, size,
  * addr) as torch's std::set, in size buckets of treaps behind a bitmap; and
  * the treap itself, which also orders a pool's unmapped expandable blocks by
- * (stream, addr). What the cached malloc/free path calls is static inline
- * in policy.h; the walks, set growth and the self check are here. */
+ * (stream, addr). What the cached malloc/free path calls is in policy.h;
+ * the walks, set growth and the self check are here. */
 #include "alloc/policy.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,18 +10,6 @@
 
 /* ------------------------------------------------------------------ */
 /* treap                                                                */
-
-/* Rotate b down while it has two children, then splice it out: its one
- * child (or none) takes its place, which keeps the heap order. */
-void tc_tree_erase(tc_tree *t, tc_block *b) {
-  while (b->tl && b->tr) rotate_up(t, b->tl->prio < b->tr->prio ? b->tl : b->tr);
-  tc_block *c = b->tl ? b->tl : b->tr, *p = b->tp;
-  if (c) c->tp = p;
-  if (!p) t->root = c;
-  else if (p->tl == b) p->tl = c;
-  else p->tr = c;
-  b->tl = b->tr = b->tp = NULL;
-}
 
 static tc_block *tree_last(const tc_tree *t) {
   tc_block *b = t->root;
