@@ -1,282 +1,22 @@
 /* The caching allocator engine: PyTorch's DeviceCachingAllocator decisions
- * and statistics, in pure C over a tc_backend.
- *
- * Data structures (all owned by one tc_alloc, guarded by its mutex):
- *  - free blocks per pool ordered by (stream, size, addr), as std::set's
- *    lower_bound and in-order walks: per stream, 64 size buckets per power
- *    of two, each a small treap, found through a bitmap (a plain treap over
- *    thousands of free blocks spent most of a malloc in its descent);
- *  - unmapped expandable blocks in a second treap ordered by (stream, addr);
- *  - allocated blocks in an open-addressing hash map addr -> block;
- *  - block structs recycled through a free list, so the hot path does not
- *    call malloc once the caches are warm.
- * Where the code says "torch", it mirrors c10/cuda/CUDACachingAllocator.cpp
- * (2.9-2.11) as described in docs/pytorch/allocator-and-rng.md. */
+ * and statistics, in pure C over a tc_backend. This file holds the core:
+ * sizes, block structs, segments, free_block's merges, malloc (split,
+ * garbage collection, the OOM retry), free, empty_cache, create and
+ * destroy. policy.h lists the data structures and the other parts. Where
+ * the code says "torch", it mirrors c10/cuda/CUDACachingAllocator.cpp
+ * (2.9-2.11) as described in docs/allocator.md. */
 #include "core/annotate.h"
-#include "alloc/alloc.h"
-#include <pthread.h>
-#include <sched.h>
+#include "alloc/policy.h"
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef __linux__
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
 
 #define ONE_EB ((uint64_t)1 << 60)
 #define SLAB_BLOCKS 256
 
-/* HOT_INLINE: the steps of a cached malloc, which the compiler left as
- * calls. Inlined into tc_alloc_malloc they took a cached 4 KiB pair from
- * 66.7 to 62.5 ns and the mixed pattern from 152 to 147 ns (simulated
- * device, -O3), for 3.4 KiB more code. SLOW_PATH: rare work behind an
- * inline test on that path, kept out of it. */
-#if defined(__GNUC__) || defined(__clang__)
-#define HOT_INLINE static inline __attribute__((always_inline))
-#define SLOW_PATH static __attribute__((noinline))
-#else
-#define HOT_INLINE static inline
-#define SLOW_PATH static
-#endif
-
-typedef struct tc_block tc_block;
-typedef struct tc_seg tc_seg;
-typedef struct tc_pool tc_pool;
-typedef struct tc_ppool tc_ppool;
-
-typedef struct tc_use {
-  uint64_t stream;
-  int device;
-} tc_use;
-
-struct tc_block {
-  uint64_t addr, size, requested, stream;
-  tc_block *prev, *next;  /* neighbours inside the segment */
-  tc_block *tl, *tr, *tp; /* treap links */
-  tc_pool *pool;
-  tc_seg *seg;
-  int64_t gc_base;
-  uint32_t prio;
-  int event_count;
-  uint8_t allocated, mapped;
-  uint16_t bkt; /* size bucket, while in the free set */
-  uint32_t nuses, capuses;
-  tc_use *uses; /* inl or heap */
-  tc_use inl[2];
-};
-
-typedef struct tc_tree {
-  tc_block *root;
-  int by_addr; /* 0: (size, addr), every block of one stream; 1: (stream, addr) */
-} tc_tree;
-
-/* Free blocks of one stream in one pool: 64 buckets per power of two,
- * bucket k holding sizes s with s - 1 in [2^(8+k/64) * (64 + k%64) / 64,
- * the next bucket's start), so buckets follow size order. Up to 64 KiB a
- * bucket holds one size. Counting from s - 1 puts a whole 2 MiB segment in
- * the bucket of its remainders after a split under 16 KiB, which keeps the
- * hot split and merge in place. 64 rather than 16 per power of two: more
- * buckets hold one block, and those skip the treap (mixed sizes 8% faster;
- * a stream's roots take 28 KiB per pool).
- * 56 powers of two, so the summary still fits one word. */
-#define BS_SUB 64
-#define BS_NB ((64 - 8) * BS_SUB)
-#define BS_W ((BS_NB + 63) / 64)
-_Static_assert(BS_W <= 64, "the summary is one word");
-typedef struct tc_bstream {
-  uint64_t stream;
-  uint64_t summary;    /* bit w: bits[w] != 0 */
-  uint64_t bits[BS_W]; /* bit k: root[k] != NULL */
-  tc_block *root[BS_NB];
-} tc_bstream;
-
-typedef struct tc_bset {
-  tc_bstream **s; /* sorted by stream; entries live as long as the pool */
-  size_t n, cap;
-} tc_bset;
-
-struct tc_pool {
-  tc_bset blocks;
-  tc_tree unmapped;
-  int is_small;
-  int pidx; /* TCUDA_STAT_SMALL_POOL or TCUDA_STAT_LARGE_POOL */
-  int64_t gc_calls;
-  tc_ppool *owner; /* the private pool holding this one; NULL for the default pools */
-};
-
-/* torch's PrivatePool: a CUDA graph's memory. Its blocks never serve
- * allocations outside it. use_count 0 means "freeable": its free segments go
- * at the next release_cached_blocks, and it goes when it has none left. */
-struct tc_ppool {
-  uint64_t id[2];
-  int use_count;
-  int64_t nsegs; /* torch's cudaMalloc_count (expandable: VA reservations) */
-  tc_pool small, large;
-  tc_ppool *next;
-};
-
-/* torch's captures_underway entry. */
-typedef struct tc_capture {
-  tc_ppool *pool;
-  tc_capture_filter fn;
-  void *ctx;
-} tc_capture;
-
-struct tc_seg {
-  tc_seg *lnext, *lprev;
-  tc_block *head;
-  tc_pool *pool;
-  tc_bstream *bs; /* where its free blocks go */
-  uint64_t stream, addr, size; /* cudaMalloc range, or the VA reservation */
-  int expandable;
-  uint64_t page, npages; /* expandable: handle size and count */
-  uint8_t *pmap;         /* expandable: 1 per mapped page */
-};
-
-typedef struct tc_evrec {
-  void *ev;
-  tc_block *b;
-} tc_evrec;
-
-typedef struct tc_evq {
-  uint64_t stream;
-  tc_evrec *q;
-  size_t head, len, cap; /* ring, cap a power of 2 */
-} tc_evq;
-
-/* ------------------------------------------------------------------ */
-/* the allocator's lock                                                 */
-
-/* A futex word: 0 free, 1 held, 2 held with sleepers. pthread's mutex
- * bookkeeping (owner, user count) was a sixth of the cached pair. */
-typedef struct { atomic_int w; } tc_lock;
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
-
-static inline int lk_try(tc_lock *l) {
-  int z = 0;
-  return atomic_load_explicit(&l->w, memory_order_relaxed) == 0 &&
-         atomic_compare_exchange_strong_explicit(&l->w, &z, 1, memory_order_acquire, memory_order_relaxed);
-}
-
-static void lk_sleep(tc_lock *l) {
-#ifdef __linux__
-  syscall(SYS_futex, &l->w, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
-#else
-  (void)l;
-  sched_yield();
-#endif
-}
-
-static void lk_lock_slow(tc_lock *l) {
-  for (int i = 0; i < 200; i++) {
-    if (lk_try(l)) return;
-    cpu_relax();
-  }
-  while (atomic_exchange_explicit(&l->w, 2, memory_order_acquire) != 0) lk_sleep(l);
-}
-
-static inline void lk_lock(tc_lock *l) {
-  if (!lk_try(l)) lk_lock_slow(l);
-}
-
-static inline void lk_unlock(tc_lock *l) {
-  if (atomic_exchange_explicit(&l->w, 0, memory_order_release) == 2) {
-#ifdef __linux__
-    syscall(SYS_futex, &l->w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-#endif
-  }
-}
-
-typedef struct tc_slot {
-  uint64_t key;
-  tc_block *b;
-} tc_slot;
-
-struct tc_alloc {
-  /* Alone on its line: waiters read it while the holder writes the fields
-   * below, which would otherwise bounce between their cores. */
-  _Alignas(64) tc_lock mu;
-  _Alignas(64) int device;
-  const tc_backend *be;
-  tc_alloc_config cfg;
-  uint64_t total_memory;
-  int has_allowed;
-  uint64_t allowed_max;
-  uint64_t total_allocated;
-  tcuda_memory_stats_t st;
-  tc_pool small, large;
-  tc_slot *ht;
-  size_t ht_cap, ht_len, ht_tombs;
-  unsigned ht_bits;
-  tc_block *freelist;
-  size_t nfree;
-  void **slabs;
-  size_t nslabs, capslabs;
-  tc_seg *segs;
-  /* lowest and highest address any segment ever covered: a lock-free
-   * "not mine" for tcuda_free's search across devices */
-  _Atomic uint64_t va_lo, va_hi;
-  tc_evq *evq; /* sorted by stream */
-  size_t nevq, capevq;
-  uint64_t rng;
-  tc_trace_fn trace;
-  void *trace_ctx;
-  /* CUDA graphs. ncaps is read without the lock only as a hint. */
-  tc_ppool *ppools;
-  tc_capture *caps;
-  size_t capcaps;
-  atomic_int ncaps;
-  tc_block **deferred; /* freed during capture while other streams used them */
-  size_t ndeferred, capdeferred;
-  /* combining (see "contended calls" below) */
-  struct tc_req *reqs;
-  _Alignas(64) _Atomic uint64_t pending; /* bit i: slot i holds a published request */
-};
-
-/* ------------------------------------------------------------------ */
-/* stats                                                                */
-
-static inline void st_inc(tcuda_stat_t *s, int64_t n) {
-  s->current += n;
-  if (s->current > s->peak) s->peak = s->current;
-  s->allocated += n;
-}
-static inline void st_dec(tcuda_stat_t *s, int64_t n) {
-  s->current -= n;
-  s->freed += n;
-}
-static inline void arr_inc(tcuda_stat_t *arr, int pidx, int64_t n) {
-  st_inc(&arr[TCUDA_STAT_ALL], n);
-  st_inc(&arr[pidx], n);
-}
-static inline void arr_dec(tcuda_stat_t *arr, int pidx, int64_t n) {
-  st_dec(&arr[TCUDA_STAT_ALL], n);
-  st_dec(&arr[pidx], n);
-}
-
-#define TRACE(a, act, addr, size, stream)                                     \
-  do {                                                                        \
-    if ((a)->trace) (a)->trace((a)->trace_ctx, (act), (addr), (size), (stream)); \
-  } while (0)
-
-/* Whether some capture is routing into a private pool (torch's
- * captures_underway non-empty). Under the lock. */
-static inline int capturing(const tc_alloc *a) { return atomic_load_explicit(&a->ncaps, memory_order_relaxed) != 0; }
-
 /* ------------------------------------------------------------------ */
 /* sizes                                                                */
-
-static unsigned log2_floor(uint64_t v) { return 63u - (unsigned)__builtin_clzll(v); }
 
 static uint64_t next_division(uint64_t size, uint64_t divisions) {
   if (!(size & (size - 1))) return size;
@@ -316,23 +56,17 @@ static void format_size(char *out, size_t n, uint64_t v) {
 /* ------------------------------------------------------------------ */
 /* block structs                                                        */
 
-static tcuda_status host_oom(void) {
-  return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory");
-}
-
-/* arr with room for twice *cap elements (first when empty), or NULL with
- * arr and *cap unchanged. */
-static void *grow(void *arr, size_t *cap, size_t elem, size_t first) {
+void *tc_grow(void *arr, size_t *cap, size_t elem, size_t first) {
   size_t n = *cap ? 2 * *cap : first;
   void *p = realloc(arr, n * elem);
   if (p) *cap = n;
   return p;
 }
 
-SLOW_PATH tcuda_status add_slabs(tc_alloc *a, size_t n) {
+tcuda_status tc_add_slabs(tc_alloc *a, size_t n) {
   while (a->nfree < n) {
     if (a->nslabs == a->capslabs) {
-      void **ns = (void **)grow(a->slabs, &a->capslabs, sizeof *ns, 16);
+      void **ns = (void **)tc_grow(a->slabs, &a->capslabs, sizeof *ns, 16);
       if (!ns) return host_oom();
       a->slabs = ns;
     }
@@ -348,538 +82,10 @@ SLOW_PATH tcuda_status add_slabs(tc_alloc *a, size_t n) {
   return TCUDA_SUCCESS;
 }
 
-/* At least n block structs on the free list. Here, in ht_reserve and in
- * process_events the test is inline, so a warm malloc makes no call; the
- * work behind it is SLOW_PATH, as inlined into the malloc it cost the
- * simulated pair 2 ns. */
-static inline tcuda_status reserve_blocks(tc_alloc *a, size_t n) {
-  return a->nfree >= n ? TCUDA_SUCCESS : add_slabs(a, n);
-}
-
-/* Callers reserve first, so this cannot fail. */
-static tc_block *new_block(tc_alloc *a, tc_seg *seg, uint64_t addr, uint64_t size) {
-  tc_block *b = a->freelist;
-  a->freelist = b->next;
-  a->nfree--;
-  /* every field by hand: a memset of the whole struct showed in profiles */
-  b->addr = addr;
-  b->size = size;
-  b->requested = 0;
-  b->stream = seg->stream;
-  b->prev = b->next = NULL;
-  b->tl = b->tr = b->tp = NULL;
-  b->pool = seg->pool;
-  b->seg = seg;
-  b->gc_base = 0;
-  b->prio = 0;
-  b->event_count = 0;
-  b->allocated = 0;
-  b->mapped = 1;
-  b->bkt = 0;
-  b->nuses = 0;
-  b->capuses = 2;
-  b->uses = b->inl;
-  return b;
-}
-
-static void del_block(tc_alloc *a, tc_block *b) {
-  if (b->uses != b->inl) free(b->uses);
-  b->next = a->freelist;
-  a->freelist = b;
-  a->nfree++;
-}
-
-/* ------------------------------------------------------------------ */
-/* treap                                                                */
-
-static inline uint32_t next_prio(tc_alloc *a) {
-  uint64_t x = a->rng;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  a->rng = x;
-  return (uint32_t)(x >> 32);
-}
-
-/* x < key. A size-ordered tree is one bucket of one stream's free set, so
- * its blocks share a stream. A branch-free compare and child select measured
- * 4% slower on the mixed pattern: the next node's load waited for it. */
-static inline int key_less(const tc_tree *t, const tc_block *x, uint64_t stream, uint64_t size, uint64_t addr) {
-  if (t->by_addr) return x->stream != stream ? x->stream < stream : x->addr < addr;
-  if (x->size != size) return x->size < size;
-  return x->addr < addr;
-}
-
-static void rotate_up(tc_tree *t, tc_block *x) {
-  tc_block *p = x->tp, *g = p->tp;
-  if (p->tl == x) {
-    p->tl = x->tr;
-    if (x->tr) x->tr->tp = p;
-    x->tr = p;
-  } else {
-    p->tr = x->tl;
-    if (x->tl) x->tl->tp = p;
-    x->tl = p;
-  }
-  p->tp = x;
-  x->tp = g;
-  if (!g) t->root = x;
-  else if (g->tl == p) g->tl = x;
-  else g->tr = x;
-}
-
-static void tree_insert(tc_alloc *a, tc_tree *t, tc_block *b) {
-  b->tl = b->tr = NULL;
-  b->prio = next_prio(a);
-  tc_block *cur = t->root, *parent = NULL;
-  int left = 0;
-  while (cur) {
-    parent = cur;
-    left = !key_less(t, cur, b->stream, b->size, b->addr); /* b < cur: keys are unique */
-    cur = left ? cur->tl : cur->tr;
-  }
-  b->tp = parent;
-  if (!parent) t->root = b;
-  else if (left) parent->tl = b;
-  else parent->tr = b;
-  while (b->tp && b->tp->prio > b->prio) rotate_up(t, b);
-}
-
-/* Rotate b down while it has two children, then splice it out: its one
- * child (or none) takes its place, which keeps the heap order. */
-static void tree_erase(tc_tree *t, tc_block *b) {
-  while (b->tl && b->tr) rotate_up(t, b->tl->prio < b->tr->prio ? b->tl : b->tr);
-  tc_block *c = b->tl ? b->tl : b->tr, *p = b->tp;
-  if (c) c->tp = p;
-  if (!p) t->root = c;
-  else if (p->tl == b) p->tl = c;
-  else p->tr = c;
-  b->tl = b->tr = b->tp = NULL;
-}
-
-/* nw takes old's place in the tree (links and priority). The caller has
- * checked that nw's key sorts between old's neighbours, so the order holds
- * without a single rotation: a split or merge then costs O(1) tree work. */
-static void tree_replace(tc_tree *t, tc_block *old, tc_block *nw) {
-  nw->tl = old->tl;
-  nw->tr = old->tr;
-  nw->tp = old->tp;
-  nw->prio = old->prio;
-  if (nw->tl) nw->tl->tp = nw;
-  if (nw->tr) nw->tr->tp = nw;
-  if (!nw->tp) t->root = nw;
-  else if (nw->tp->tl == old) nw->tp->tl = nw;
-  else nw->tp->tr = nw;
-  old->tl = old->tr = old->tp = NULL;
-}
-
-/* First element >= key, or NULL (end). */
-static tc_block *lower_bound(const tc_tree *t, uint64_t stream, uint64_t size, uint64_t addr) {
-  tc_block *cur = t->root, *res = NULL;
-  while (cur) {
-    if (key_less(t, cur, stream, size, addr)) cur = cur->tr;
-    else {
-      res = cur;
-      cur = cur->tl;
-    }
-  }
-  return res;
-}
-
-static tc_block *tree_first(const tc_tree *t) {
-  tc_block *b = t->root;
-  if (b) while (b->tl) b = b->tl;
-  return b;
-}
-static tc_block *tree_last(const tc_tree *t) {
-  tc_block *b = t->root;
-  if (b) while (b->tr) b = b->tr;
-  return b;
-}
-static tc_block *tree_next(tc_block *b) {
-  if (b->tr) {
-    b = b->tr;
-    while (b->tl) b = b->tl;
-    return b;
-  }
-  while (b->tp && b->tp->tr == b) b = b->tp;
-  return b->tp;
-}
-static tc_block *tree_prev(tc_block *b) {
-  if (b->tl) {
-    b = b->tl;
-    while (b->tr) b = b->tr;
-    return b;
-  }
-  while (b->tp && b->tp->tl == b) b = b->tp;
-  return b->tp;
-}
-
-/* ------------------------------------------------------------------ */
-/* free-block sets: buckets of treaps behind a bitmap                  */
-
-static inline unsigned bs_bucket(uint64_t size) {
-  if (size < TC_MIN_BLOCK_SIZE) return 0;
-  uint64_t v = size - 1;
-  unsigned k = log2_floor(v); /* >= 8 */
-  return (k - 8) * BS_SUB + (unsigned)((v >> (k - 6)) & (BS_SUB - 1)); /* 6 = log2(BS_SUB) */
-}
-
-/* First index whose stream is >= stream. */
-static inline size_t bs_find(const tc_bset *set, uint64_t stream) {
-  if (set->n == 1) return set->s[0]->stream < stream; /* one stream: the common case */
-  size_t lo = 0, hi = set->n;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (set->s[mid]->stream < stream) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-/* The stream's entry, made if new: the one set operation that can fail,
- * so it runs when a segment is made, before anything changes. */
-static tcuda_status bs_reserve(tc_bset *set, uint64_t stream, tc_bstream **out) {
-  size_t i = bs_find(set, stream);
-  if (i < set->n && set->s[i]->stream == stream) {
-    *out = set->s[i];
-    return TCUDA_SUCCESS;
-  }
-  if (set->n == set->cap) {
-    tc_bstream **ns = (tc_bstream **)grow(set->s, &set->cap, sizeof *ns, 4);
-    if (!ns) return host_oom();
-    set->s = ns;
-  }
-  tc_bstream *e = (tc_bstream *)calloc(1, sizeof *e);
-  if (!e) return host_oom();
-  e->stream = stream;
-  memmove(&set->s[i + 1], &set->s[i], (set->n - i) * sizeof *set->s);
-  set->s[i] = e;
-  set->n++;
-  *out = e;
-  return TCUDA_SUCCESS;
-}
-
-static void bs_destroy(tc_bset *set) {
-  for (size_t i = 0; i < set->n; i++) free(set->s[i]);
-  free(set->s);
-  memset(set, 0, sizeof *set);
-}
-
-/* Most buckets hold a block or two: the empty and single cases skip the
- * treap code. */
-static inline void bs_insert(tc_alloc *a, tc_block *b) {
-  tc_bstream *e = b->seg->bs;
-  unsigned k = bs_bucket(b->size);
-  b->bkt = (uint16_t)k;
-  if (!e->root[k]) {
-    b->tl = b->tr = b->tp = NULL;
-    b->prio = next_prio(a);
-    e->root[k] = b;
-    e->bits[k >> 6] |= (uint64_t)1 << (k & 63);
-    e->summary |= (uint64_t)1 << (k >> 6);
-    return;
-  }
-  tc_tree t = {e->root[k], 0};
-  tree_insert(a, &t, b);
-  e->root[k] = t.root;
-}
-
-static inline void bs_erase(tc_block *b) {
-  tc_bstream *e = b->seg->bs;
-  unsigned k = b->bkt;
-  if (e->root[k] == b && !b->tl && !b->tr) {
-    e->root[k] = NULL;
-  } else {
-    tc_tree t = {e->root[k], 0};
-    tree_erase(&t, b);
-    e->root[k] = t.root;
-  }
-  if (!e->root[k]) {
-    e->bits[k >> 6] &= ~((uint64_t)1 << (k & 63));
-    if (!e->bits[k >> 6]) e->summary &= ~((uint64_t)1 << (k >> 6));
-  }
-}
-
-/* First non-empty bucket >= k, or BS_NB. */
-static inline unsigned bs_bucket_at_or_after(const tc_bstream *e, unsigned k) {
-  if (k >= BS_NB) return BS_NB;
-  unsigned w = k >> 6;
-  uint64_t m = e->bits[w] & (~(uint64_t)0 << (k & 63));
-  if (m) return w * 64 + (unsigned)__builtin_ctzll(m);
-  uint64_t sm = w + 1 < 64 ? e->summary & (~(uint64_t)0 << (w + 1)) : 0;
-  if (!sm) return BS_NB;
-  w = (unsigned)__builtin_ctzll(sm);
-  return w * 64 + (unsigned)__builtin_ctzll(e->bits[w]);
-}
-
-/* Last non-empty bucket <= k, or -1. */
-static int bs_bucket_at_or_before(const tc_bstream *e, int k) {
-  if (k < 0) return -1;
-  unsigned w = (unsigned)k >> 6;
-  uint64_t m = e->bits[w] & (~(uint64_t)0 >> (63 - (k & 63)));
-  if (m) return (int)(w * 64 + 63 - (unsigned)__builtin_clzll(m));
-  uint64_t sm = e->summary & (((uint64_t)1 << w) - 1);
-  if (!sm) return -1;
-  w = 63 - (unsigned)__builtin_clzll(sm);
-  return (int)(w * 64 + 63 - (unsigned)__builtin_clzll(e->bits[w]));
-}
-
-/* The smallest block from stream index si, bucket k on (later streams from
- * their first bucket). */
-static inline tc_block *bs_min_from(const tc_bset *set, size_t si, unsigned k) {
-  for (; si < set->n; si++, k = 0) {
-    const tc_bstream *e = set->s[si];
-    unsigned j = bs_bucket_at_or_after(e, k);
-    if (j < BS_NB) {
-      tc_tree t = {e->root[j], 0};
-      return tree_first(&t);
-    }
-  }
-  return NULL;
-}
-
-/* The largest block up to stream index si, bucket k (earlier streams from
- * their last bucket). */
-static tc_block *bs_max_upto(const tc_bset *set, ptrdiff_t si, int k) {
-  for (; si >= 0; si--, k = BS_NB - 1) {
-    const tc_bstream *e = set->s[si];
-    int j = bs_bucket_at_or_before(e, k);
-    if (j >= 0) {
-      tc_tree t = {e->root[j], 0};
-      return tree_last(&t);
-    }
-  }
-  return NULL;
-}
-
-static tc_block *bs_first(const tc_bset *set) { return bs_min_from(set, 0, 0); }
-static tc_block *bs_last(const tc_bset *set) { return bs_max_upto(set, (ptrdiff_t)set->n - 1, BS_NB - 1); }
-
-static tc_block *bs_next(const tc_bset *set, tc_block *b) {
-  tc_block *n = tree_next(b); /* inside b's bucket */
-  if (n) return n;
-  return bs_min_from(set, bs_find(set, b->stream), b->bkt + 1u);
-}
-
-static tc_block *bs_prev(const tc_bset *set, tc_block *b) {
-  tc_block *p = tree_prev(b);
-  if (p) return p;
-  return bs_max_upto(set, (ptrdiff_t)bs_find(set, b->stream), (int)b->bkt - 1);
-}
-
-/* First block >= (stream, size, addr), or NULL. */
-static inline tc_block *bs_lower_bound(const tc_bset *set, uint64_t stream, uint64_t size, uint64_t addr) {
-  size_t si = bs_find(set, stream);
-  if (si < set->n && set->s[si]->stream == stream) {
-    const tc_bstream *e = set->s[si];
-    unsigned k = bs_bucket(size);
-    if (e->root[k]) {
-      tc_tree t = {e->root[k], 0};
-      tc_block *r = lower_bound(&t, stream, size, addr);
-      if (r) return r;
-    }
-    return bs_min_from(set, si, k + 1);
-  }
-  return bs_min_from(set, si, 0);
-}
-
-/* nw (not in the set) takes the place of old (in it): in place when nw
- * sorts in old's bucket between old's neighbours there, so a split or a
- * merge costs no tree work; else old out and nw in. below: the caller knows
- * nw sorts below old (a split's remainder), so only that side is checked;
- * else it sorts above (a merge). */
-static inline void bs_move(tc_alloc *a, tc_block *old, tc_block *nw, int below) {
-  tc_bstream *e = old->seg->bs;
-  unsigned k = old->bkt;
-  if (bs_bucket(nw->size) == k) {
-    tc_tree t = {e->root[k], 0};
-    tc_block *nb = below ? tree_prev(old) : tree_next(old);
-    if (!nb || (below ? key_less(&t, nb, nw->stream, nw->size, nw->addr)
-                      : !key_less(&t, nb, nw->stream, nw->size, nw->addr))) {
-      tree_replace(&t, old, nw);
-      e->root[k] = t.root;
-      nw->bkt = (uint16_t)k;
-      return;
-    }
-  }
-  bs_erase(old);
-  bs_insert(a, nw);
-}
-
-/* Test hook: the free sets against the segments. Every free, mapped block
- * with no pending event must sit in its pool's set, in the right bucket,
- * findable by its key, and the walk must be strictly ordered; bucket bits
- * must match the roots. Returns 0, or 1 with *why set. */
-static int bs_check_pool(tc_alloc *a, tc_pool *pool, char *why, size_t n) {
-  size_t walked = 0, expected = 0;
-  const tc_block *prev = NULL;
-  for (tc_block *b = bs_first(&pool->blocks); b; b = bs_next(&pool->blocks, b), walked++) {
-    if (b->allocated || !b->mapped || b->event_count || b->pool != pool) {
-      snprintf(why, n, "free set holds block %#llx that is allocated, unmapped, pending or of another pool",
-               (unsigned long long)b->addr);
-      return 1;
-    }
-    if (b->bkt != bs_bucket(b->size) || b->seg->bs->stream != b->stream) {
-      snprintf(why, n, "block %#llx of %llu bytes in bucket %u, expected %u", (unsigned long long)b->addr,
-               (unsigned long long)b->size, b->bkt, bs_bucket(b->size));
-      return 1;
-    }
-    tc_tree t = {NULL, 0};
-    if (prev && (prev->stream > b->stream ||
-                 (prev->stream == b->stream && !key_less(&t, prev, b->stream, b->size, b->addr)))) {
-      snprintf(why, n, "free set out of order at block %#llx", (unsigned long long)b->addr);
-      return 1;
-    }
-    if (bs_lower_bound(&pool->blocks, b->stream, b->size, b->addr) != b) {
-      snprintf(why, n, "block %#llx is not found by its own key", (unsigned long long)b->addr);
-      return 1;
-    }
-    prev = b;
-  }
-  for (tc_seg *g = a->segs; g; g = g->lnext)
-    if (g->pool == pool)
-      for (const tc_block *b = g->head; b; b = b->next)
-        if (!b->allocated && b->mapped && !b->event_count && !b->nuses) expected++;
-  for (size_t i = 0; i < pool->blocks.n; i++) {
-    const tc_bstream *e = pool->blocks.s[i];
-    if (i && pool->blocks.s[i - 1]->stream >= e->stream) {
-      snprintf(why, n, "stream entries out of order");
-      return 1;
-    }
-    for (unsigned k = 0; k < BS_NB; k++) {
-      int bit = (int)((e->bits[k >> 6] >> (k & 63)) & 1), sum = (int)((e->summary >> (k >> 6)) & 1);
-      if (bit != (e->root[k] != NULL) || (bit && !sum)) {
-        snprintf(why, n, "stream %llu bucket %u: bit %d, summary %d, root %p", (unsigned long long)e->stream, k,
-                 bit, sum, (void *)e->root[k]);
-        return 1;
-      }
-    }
-    for (unsigned w = 0; w < BS_W; w++)
-      if ((int)((e->summary >> w) & 1) != (e->bits[w] != 0)) {
-        snprintf(why, n, "stream %llu: summary bit %u wrong", (unsigned long long)e->stream, w);
-        return 1;
-      }
-  }
-  if (walked != expected) {
-    snprintf(why, n, "free set holds %zu blocks, the segments have %zu free", walked, expected);
-    return 1;
-  }
-  return 0;
-}
-
-int tc_alloc_self_check(tc_alloc *a, char *why, size_t n) {
-  lk_lock(&a->mu);
-  int bad = bs_check_pool(a, &a->small, why, n) || bs_check_pool(a, &a->large, why, n);
-  for (tc_ppool *p = a->ppools; p && !bad; p = p->next)
-    bad = bs_check_pool(a, &p->small, why, n) || bs_check_pool(a, &p->large, why, n);
-  lk_unlock(&a->mu);
-  return bad;
-}
-
-/* A small/large pool pair, empty; owner is the private pool or NULL. */
-static void pools_init(tc_pool *small, tc_pool *large, tc_ppool *owner) {
-  small->is_small = 1;
-  small->pidx = TCUDA_STAT_SMALL_POOL;
-  large->pidx = TCUDA_STAT_LARGE_POOL;
-  small->unmapped.by_addr = large->unmapped.by_addr = 1;
-  small->owner = large->owner = owner;
-}
-static void pools_destroy(tc_pool *small, tc_pool *large) {
-  bs_destroy(&small->blocks);
-  bs_destroy(&large->blocks);
-}
-
-/* torch's insert_into_blocks: the GC age starts now. */
-static inline void pool_insert(tc_alloc *a, tc_pool *p, tc_block *b) {
-  b->gc_base = p->gc_calls;
-  bs_insert(a, b);
-}
-
-/* ------------------------------------------------------------------ */
-/* hash map of allocated blocks                                         */
-
-static inline size_t ht_home(const tc_alloc *a, uint64_t key) {
-  return (size_t)(((key >> 9) * 0x9E3779B97F4A7C15ull) >> (64 - a->ht_bits));
-}
-
-/* A deleted slot. Deletion leaves a tombstone instead of shifting the
- * cluster back: the shift's loop (a home computed per moved entry, exits
- * at random) was 10% of a mixed-size free+alloc. Keys are block addresses,
- * never 0 (empty) or 1. Puts reuse tombstones; ht_reserve rebuilds the
- * table when live entries and tombstones reach 70%, so a probe always ends
- * at an empty slot. */
-#define HT_TOMB ((uint64_t)1)
-
-/* The slot holding key, or SIZE_MAX. */
-static size_t ht_slot(const tc_alloc *a, uint64_t key) {
-  if (key <= HT_TOMB) return SIZE_MAX;
-  size_t mask = a->ht_cap - 1, i = ht_home(a, key);
-  for (;;) {
-    uint64_t k = a->ht[i].key;
-    if (k == key) return i;
-    if (!k) return SIZE_MAX;
-    i = (i + 1) & mask;
-  }
-}
-
-static tc_block *ht_find(const tc_alloc *a, uint64_t key) {
-  size_t i = ht_slot(a, key);
-  return i == SIZE_MAX ? NULL : a->ht[i].b;
-}
-
-static void ht_put(tc_alloc *a, uint64_t key, tc_block *b) {
-  size_t mask = a->ht_cap - 1, i = ht_home(a, key);
-  while (a->ht[i].key > HT_TOMB) i = (i + 1) & mask;
-  if (a->ht[i].key == HT_TOMB) a->ht_tombs--;
-  a->ht[i].key = key;
-  a->ht[i].b = b;
-  a->ht_len++;
-}
-
-/* One more put would pass 70% of the slots in use or dead. */
-static int ht_full(const tc_alloc *a) { return (a->ht_len + a->ht_tombs + 1) * 10 > a->ht_cap * 7; }
-
-/* Rebuild without tombstones, at twice the size when the live entries
- * alone pass 35%. */
-SLOW_PATH tcuda_status ht_rebuild(tc_alloc *a) {
-  tc_slot *old = a->ht;
-  size_t oldcap = a->ht_cap;
-  size_t cap = (a->ht_len + 1) * 20 > oldcap * 7 ? oldcap * 2 : oldcap;
-  tc_slot *nt = (tc_slot *)calloc(cap, sizeof *nt);
-  if (!nt) return host_oom();
-  a->ht = nt;
-  if (cap != oldcap) a->ht_bits++;
-  a->ht_cap = cap;
-  a->ht_len = 0;
-  a->ht_tombs = 0;
-  for (size_t i = 0; i < oldcap; i++)
-    if (old[i].key > HT_TOMB) ht_put(a, old[i].key, old[i].b);
-  free(old);
-  return TCUDA_SUCCESS;
-}
-
-/* Before a put. */
-static inline tcuda_status ht_reserve(tc_alloc *a) { return ht_full(a) ? ht_rebuild(a) : TCUDA_SUCCESS; }
-
-/* Delete slot i's entry (found by ht_slot). A slot before an empty one
- * needs no tombstone: no probe passes through it. */
-static void ht_del_at(tc_alloc *a, size_t i) {
-  size_t mask = a->ht_cap - 1;
-  if (!a->ht[(i + 1) & mask].key) {
-    a->ht[i].key = 0;
-  } else {
-    a->ht[i].key = HT_TOMB;
-    a->ht_tombs++;
-  }
-  a->ht[i].b = NULL;
-  a->ht_len--;
-}
-
 /* ------------------------------------------------------------------ */
 /* segments                                                             */
 
-static void seg_link(tc_alloc *a, tc_seg *s) {
+void tc_seg_link(tc_alloc *a, tc_seg *s) {
   if (s->addr < atomic_load_explicit(&a->va_lo, memory_order_relaxed))
     atomic_store_explicit(&a->va_lo, s->addr, memory_order_relaxed);
   if (s->addr + s->size > atomic_load_explicit(&a->va_hi, memory_order_relaxed))
@@ -889,7 +95,8 @@ static void seg_link(tc_alloc *a, tc_seg *s) {
   if (a->segs) a->segs->lprev = s;
   a->segs = s;
 }
-static void seg_unlink_free(tc_alloc *a, tc_seg *s) {
+
+void tc_seg_unlink_free(tc_alloc *a, tc_seg *s) {
   if (s->lprev) s->lprev->lnext = s->lnext;
   else a->segs = s->lnext;
   if (s->lnext) s->lnext->lprev = s->lprev;
@@ -897,36 +104,8 @@ static void seg_unlink_free(tc_alloc *a, tc_seg *s) {
   free(s);
 }
 
-static inline int is_split(const tc_block *b) { return b->prev || b->next; }
-
-/* torch's try_merge_blocks: dst absorbs src; returns the size absorbed.
- * With victim, the first absorbed block of the free tree is left there as
- * *victim, for free_block to hand its tree node to dst. */
-static uint64_t try_merge(tc_alloc *a, tc_block *dst, tc_block *src, tc_block **victim) {
-  if (!src || src->allocated || src->event_count > 0 || src->nuses || dst->mapped != src->mapped) return 0;
-  if (dst->prev == src) {
-    dst->addr = src->addr;
-    dst->prev = src->prev;
-    if (dst->prev) dst->prev->next = dst;
-    else dst->seg->head = dst;
-  } else {
-    dst->next = src->next;
-    if (dst->next) dst->next->prev = dst;
-  }
-  uint64_t sub = src->size;
-  dst->size += sub;
-  if (victim && src->mapped && !*victim) {
-    *victim = src;
-  } else {
-    if (src->mapped) bs_erase(src);
-    else tree_erase(&src->pool->unmapped, src);
-    del_block(a, src);
-  }
-  return sub;
-}
-
 /* torch's free_block: merge, back into the free set, net inactive_split. */
-static void free_block(tc_alloc *a, tc_block *b) {
+void tc_free_block(tc_alloc *a, tc_block *b) {
   tc_pool *pool = b->pool;
   TRACE(a, TC_TRACE_FREE_COMPLETED, b->addr, b->requested, b->stream);
   uint64_t orig_size = b->size, req = b->requested;
@@ -975,335 +154,8 @@ static tcuda_status release_block(tc_alloc *a, tc_block *b) {
   arr_dec(a->st.reserved_bytes, pool->pidx, (int64_t)b->size);
   if (b->size >= a->cfg.max_split_size) st_dec(&a->st.oversize_segments, 1);
   bs_erase(b);
-  seg_unlink_free(a, b->seg);
+  tc_seg_unlink_free(a, b->seg);
   del_block(a, b);
-  return TCUDA_SUCCESS;
-}
-
-/* ------------------------------------------------------------------ */
-/* expandable segments                                                  */
-
-static inline int allocatable(const tc_block *b) {
-  return b && !b->allocated && b->event_count == 0 && b->nuses == 0;
-}
-
-static int has_space(const tc_block *b, uint64_t size) {
-  uint64_t bytes = 0;
-  while (bytes < size && allocatable(b)) {
-    bytes += b->size;
-    b = b->next;
-  }
-  return bytes >= size;
-}
-
-/* Returns 1 mapped, 0 device OOM, or an error status negated. */
-static int map_block(tc_alloc *a, tc_block *to_map, uint64_t size, tcuda_status *err) {
-  tc_seg *seg = to_map->seg;
-  uint64_t off = to_map->addr - seg->addr;
-  uint64_t begin = off / seg->page, end = (off + size + seg->page - 1) / seg->page;
-  if (begin == end) return 0;
-  tcuda_status s = reserve_blocks(a, 1);
-  if (s) return *err = s, -1;
-  uint64_t maddr = seg->addr + begin * seg->page, msize = (end - begin) * seg->page;
-  s = a->be->map(a->be->ctx, a->device, maddr, msize);
-  if (s == TCUDA_ERROR_OUT_OF_MEMORY) return 0;
-  if (s) return *err = s, -1;
-  memset(seg->pmap + begin, 1, end - begin);
-  tc_pool *pool = to_map->pool;
-  tree_erase(&pool->unmapped, to_map);
-  to_map->mapped = 1;
-  if (msize < to_map->size) {
-    tc_block *rem = new_block(a, seg, to_map->addr + msize, to_map->size - msize);
-    rem->mapped = 0;
-    rem->prev = to_map;
-    rem->next = to_map->next;
-    if (rem->next) rem->next->prev = rem;
-    to_map->next = rem;
-    tree_insert(a, &pool->unmapped, rem);
-    to_map->size = msize;
-  }
-  try_merge(a, to_map, to_map->prev, NULL);
-  try_merge(a, to_map, to_map->next, NULL);
-  pool_insert(a, pool, to_map);
-  a->total_allocated += msize;
-  arr_inc(a->st.reserved_bytes, pool->pidx, (int64_t)msize);
-  a->st.num_device_alloc++;
-  TRACE(a, TC_TRACE_SEGMENT_MAP, maddr, msize, to_map->stream);
-  return 1;
-}
-
-/* The lowest address, in an existing (stream, pool) segment, where free plus
- * unmapped space fits `size`; a new VA reservation when none does. */
-static tc_block *find_expandable_block(tc_alloc *a, tc_pool *pool, uint64_t stream, uint64_t size,
-                                       tcuda_status *err) {
-  for (tc_block *c = lower_bound(&pool->unmapped, stream, 0, 0); c && c->stream == stream; c = tree_next(c)) {
-    const tc_block *cand = allocatable(c->prev) ? c->prev : c;
-    if (has_space(cand, size)) return (tc_block *)cand;
-  }
-  tcuda_status s = reserve_blocks(a, 1);
-  if (s) return *err = s, NULL;
-  uint64_t page = pool->is_small ? TC_SMALL_BUFFER : TC_LARGE_BUFFER;
-  uint64_t total = a->total_memory;
-  uint64_t npages = (total + total / 8 + page - 1) / page;
-  if (!npages) npages = 1;
-  tc_seg *seg = (tc_seg *)calloc(1, sizeof *seg);
-  uint8_t *pmap = (uint8_t *)calloc(npages, 1);
-  if (!seg || !pmap) {
-    free(seg);
-    free(pmap);
-    return *err = host_oom(), NULL;
-  }
-  if ((s = bs_reserve(&pool->blocks, stream, &seg->bs))) {
-    free(seg);
-    free(pmap);
-    return *err = s, NULL;
-  }
-  uint64_t base = 0;
-  s = a->be->va_reserve(a->be->ctx, a->device, page * npages, &base);
-  if (s) {
-    free(seg);
-    free(pmap);
-    return *err = s, NULL;
-  }
-  seg->pool = pool;
-  seg->stream = stream;
-  seg->addr = base;
-  seg->size = page * npages;
-  seg->expandable = 1;
-  seg->page = page;
-  seg->npages = npages;
-  seg->pmap = pmap;
-  seg_link(a, seg);
-  if (pool->owner) pool->owner->nsegs++;
-  tc_block *b = new_block(a, seg, base, seg->size);
-  b->mapped = 0;
-  seg->head = b;
-  tree_insert(a, &pool->unmapped, b);
-  return b;
-}
-
-static int try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, uint64_t size, tc_block **out,
-                                   tcuda_status *err) {
-  tcuda_status s = TCUDA_SUCCESS;
-  tc_block *c = find_expandable_block(a, pool, stream, size, &s);
-  if (!c) return *err = s, -1;
-  if (!c->mapped) {
-    int r = map_block(a, c, c->size < size ? c->size : size, err);
-    if (r <= 0) return r;
-  }
-  while (c->size < size) {
-    tc_block *nc = c->next;
-    if (!nc || nc->mapped || !allocatable(nc)) return 0; /* cannot happen: has_space checked */
-    uint64_t rem = size - c->size;
-    int r = map_block(a, nc, rem < nc->size ? rem : nc->size, err);
-    if (r <= 0) return r;
-    c = nc;
-  }
-  bs_erase(c);
-  *out = c;
-  return 1;
-}
-
-/* torch's unmap_block: give back the whole pages inside a free block. */
-static tcuda_status unmap_block(tc_alloc *a, tc_block *b) {
-  tc_seg *seg = b->seg;
-  uint64_t off = b->addr - seg->addr;
-  uint64_t begin = (off + seg->page - 1) / seg->page, end = (off + b->size) / seg->page;
-  if (begin >= end) return TCUDA_SUCCESS;
-  tcuda_status s = reserve_blocks(a, 2);
-  if (s) return s;
-  s = a->be->stream_synchronize(a->be->ctx, a->device, seg->stream);
-  if (s) return s;
-  uint64_t uaddr = seg->addr + begin * seg->page, usize = (end - begin) * seg->page;
-  s = a->be->unmap(a->be->ctx, a->device, uaddr, usize);
-  if (s) return s;
-  memset(seg->pmap + begin, 0, end - begin);
-  tc_pool *pool = b->pool;
-  bs_erase(b);
-  uint64_t before = uaddr - b->addr, after = b->size - before - usize;
-  if (before) {
-    tc_block *bf = new_block(a, seg, b->addr, before);
-    bf->prev = b->prev;
-    bf->next = b;
-    if (bf->prev) bf->prev->next = bf;
-    else seg->head = bf;
-    b->prev = bf;
-    pool_insert(a, pool, bf);
-  }
-  if (after) {
-    tc_block *af = new_block(a, seg, uaddr + usize, after);
-    af->prev = b;
-    af->next = b->next;
-    if (af->next) af->next->prev = af;
-    b->next = af;
-    pool_insert(a, pool, af);
-  }
-  b->addr = uaddr;
-  b->size = usize;
-  b->mapped = 0;
-  try_merge(a, b, b->prev, NULL);
-  try_merge(a, b, b->next, NULL);
-  tree_insert(a, &pool->unmapped, b);
-  a->total_allocated -= usize;
-  arr_dec(a->st.reserved_bytes, pool->pidx, (int64_t)usize);
-  a->st.num_device_free++;
-  TRACE(a, TC_TRACE_SEGMENT_UNMAP, uaddr, usize, b->stream);
-  return TCUDA_SUCCESS;
-}
-
-static tcuda_status release_expandable_segment(tc_alloc *a, tc_block *b) {
-  tc_seg *seg = b->seg;
-  tcuda_status s = a->be->va_release(a->be->ctx, a->device, seg->addr, seg->size);
-  if (s) return s;
-  if (b->pool->owner) b->pool->owner->nsegs--;
-  tree_erase(&b->pool->unmapped, b);
-  seg_unlink_free(a, seg);
-  del_block(a, b);
-  return TCUDA_SUCCESS;
-}
-
-/* ------------------------------------------------------------------ */
-/* events (record_stream)                                               */
-
-static void evq_remove_empty(tc_alloc *a) {
-  size_t w = 0;
-  for (size_t r = 0; r < a->nevq; r++) {
-    if (a->evq[r].len) a->evq[w++] = a->evq[r];
-    else free(a->evq[r].q);
-  }
-  a->nevq = w;
-}
-
-static tcuda_status insert_events(tc_alloc *a, tc_block *b);
-
-/* torch's insert_events_deferred_until_no_capture. On failure the blocks not
- * yet handled stay deferred. */
-static tcuda_status insert_deferred(tc_alloc *a) {
-  size_t i = 0;
-  tcuda_status s = TCUDA_SUCCESS;
-  for (; i < a->ndeferred && !s; i++) s = insert_events(a, a->deferred[i]);
-  if (s) i--;
-  memmove(a->deferred, a->deferred + i, (a->ndeferred - i) * sizeof *a->deferred);
-  a->ndeferred -= i;
-  return s;
-}
-
-SLOW_PATH tcuda_status poll_events(tc_alloc *a) {
-  if (a->ndeferred) {
-    tcuda_status s = insert_deferred(a);
-    if (s) return s;
-  }
-  if (!a->nevq) return TCUDA_SUCCESS;
-  tcuda_status s = TCUDA_SUCCESS;
-  /* Streams in ascending order; torch walks a hash map, so its order across
-   * streams is arbitrary. Within a stream it is FIFO, as here. */
-  for (size_t i = 0; i < a->nevq && !s; i++) {
-    tc_evq *q = &a->evq[i];
-    while (q->len) {
-      tc_evrec *r = &q->q[q->head];
-      int done = a->be->event_query(a->be->ctx, r->ev);
-      if (done == 0) break;
-      if (done < 0) { /* the backend has set the message */
-        s = tcuda_last_status() ? tcuda_last_status() : TCUDA_ERROR_CUDA;
-        break;
-      }
-      a->be->event_release(a->be->ctx, r->ev);
-      tc_block *b = r->b;
-      q->head = (q->head + 1) & (q->cap - 1);
-      q->len--;
-      if (--b->event_count == 0) free_block(a, b);
-    }
-  }
-  evq_remove_empty(a);
-  return s;
-}
-
-static inline tcuda_status process_events(tc_alloc *a) {
-  return a->ndeferred || a->nevq ? poll_events(a) : TCUDA_SUCCESS;
-}
-
-static tcuda_status synchronize_and_free_events(tc_alloc *a) {
-  a->st.num_sync_all_streams++;
-  tcuda_status s = a->ndeferred ? insert_deferred(a) : TCUDA_SUCCESS;
-  if (s) return s;
-  for (size_t i = 0; i < a->nevq && !s; i++) {
-    tc_evq *q = &a->evq[i];
-    while (q->len) {
-      tc_evrec *r = &q->q[q->head];
-      s = a->be->event_synchronize(a->be->ctx, r->ev);
-      if (s) break;
-      a->be->event_release(a->be->ctx, r->ev);
-      tc_block *b = r->b;
-      q->head = (q->head + 1) & (q->cap - 1);
-      q->len--;
-      if (--b->event_count == 0) free_block(a, b);
-    }
-  }
-  evq_remove_empty(a);
-  return s;
-}
-
-static tc_evq *evq_get(tc_alloc *a, uint64_t stream) {
-  size_t i = 0;
-  while (i < a->nevq && a->evq[i].stream < stream) i++;
-  if (i < a->nevq && a->evq[i].stream == stream) return &a->evq[i];
-  if (a->nevq == a->capevq) {
-    tc_evq *n = (tc_evq *)grow(a->evq, &a->capevq, sizeof *n, 4);
-    if (!n) return NULL;
-    a->evq = n;
-  }
-  memmove(&a->evq[i + 1], &a->evq[i], (a->nevq - i) * sizeof *a->evq);
-  memset(&a->evq[i], 0, sizeof a->evq[i]);
-  a->evq[i].stream = stream;
-  a->nevq++;
-  return &a->evq[i];
-}
-
-static int evq_grow(tc_evq *q) {
-  if (q->len < q->cap) return 1;
-  size_t cap = q->cap ? 2 * q->cap : 8;
-  tc_evrec *n = (tc_evrec *)malloc(cap * sizeof *n);
-  if (!n) return 0;
-  for (size_t k = 0; k < q->len; k++) n[k] = q->q[(q->head + k) & (q->cap - 1)];
-  free(q->q);
-  q->q = n;
-  q->cap = cap;
-  q->head = 0;
-  return 1;
-}
-
-/* torch's insert_events: one event per stream that used the block. All or
- * nothing: on failure no event stays recorded and the block is unchanged. */
-static tcuda_status insert_events(tc_alloc *a, tc_block *b) {
-  for (uint32_t k = 0; k < b->nuses; k++) {
-    tc_evq *q = evq_get(a, b->uses[k].stream);
-    if (!q || !evq_grow(q)) {
-      evq_remove_empty(a);
-      return host_oom();
-    }
-  }
-  void *small[8], **evs = small;
-  if (b->nuses > 8 && !(evs = (void **)malloc(b->nuses * sizeof *evs))) {
-    evq_remove_empty(a);
-    return host_oom();
-  }
-  for (uint32_t k = 0; k < b->nuses; k++) {
-    tcuda_status s = a->be->event_record(a->be->ctx, b->uses[k].device, b->uses[k].stream, &evs[k]);
-    if (s) {
-      while (k--) a->be->event_release(a->be->ctx, evs[k]);
-      if (evs != small) free(evs);
-      evq_remove_empty(a);
-      return s;
-    }
-  }
-  for (uint32_t k = 0; k < b->nuses; k++) {
-    tc_evq *q = evq_get(a, b->uses[k].stream); /* exists, has room */
-    q->q[(q->head + q->len) & (q->cap - 1)] = (tc_evrec){evs[k], b};
-    q->len++;
-    b->event_count++;
-  }
-  if (evs != small) free(evs);
-  b->nuses = 0;
   return TCUDA_SUCCESS;
 }
 
@@ -1362,7 +214,7 @@ static tcuda_status garbage_collect(tc_alloc *a) {
   uint64_t target = a->total_allocated - thr, reclaimed = 0, total_age = 0;
   int count = 0;
   tc_pool *pool = &a->large;
-  for (tc_block *b = bs_first(&pool->blocks); b; b = bs_next(&pool->blocks, b)) {
+  for (tc_block *b = tc_bs_first(&pool->blocks); b; b = bs_next(&pool->blocks, b)) {
     if (!is_split(b)) {
       total_age += (uint64_t)(int)(pool->gc_calls - b->gc_base);
       count++;
@@ -1373,7 +225,7 @@ static tcuda_status garbage_collect(tc_alloc *a) {
   while (reclaimed < target && freed && count > 0) {
     double age_thr = (double)total_age / count;
     freed = 0;
-    tc_block *b = bs_first(&pool->blocks);
+    tc_block *b = tc_bs_first(&pool->blocks);
     while (b) {
       tc_block *nx = bs_next(&pool->blocks, b);
       uint64_t age = (uint64_t)(int)(pool->gc_calls - b->gc_base);
@@ -1397,11 +249,11 @@ static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) 
   if (is_retry) a->st.num_alloc_retries++;
   uint64_t size = tc_alloc_segment_size(p->size); /* only on a miss: not in params_init */
   if (a->has_allowed && a->total_allocated + size > a->allowed_max) return 0;
-  if (a->cfg.expandable_segments) return try_allocate_expandable(a, p->pool, p->stream, p->size, &p->block, err);
+  if (a->cfg.expandable_segments) return tc_try_allocate_expandable(a, p->pool, p->stream, p->size, &p->block, err);
   tc_seg *seg = (tc_seg *)calloc(1, sizeof *seg);
   if (!seg) return *err = host_oom(), -1;
   uint64_t addr = 0;
-  tcuda_status s = bs_reserve(&p->pool->blocks, p->stream, &seg->bs);
+  tcuda_status s = tc_bs_reserve(&p->pool->blocks, p->stream, &seg->bs);
   if (s) {
     free(seg);
     return *err = s, -1;
@@ -1424,7 +276,7 @@ static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) 
   seg->stream = p->stream;
   seg->addr = addr;
   seg->size = size;
-  seg_link(a, seg);
+  tc_seg_link(a, seg);
   if (p->pool->owner) p->pool->owner->nsegs++;
   tc_block *b = new_block(a, seg, addr, size);
   seg->head = b;
@@ -1446,11 +298,11 @@ static int release_available_cached_blocks(tc_alloc *a, const params *p, tcuda_s
   uint64_t key = p->size < msp ? msp : p->size;
   tc_block *it = bs_lower_bound(t, p->stream, key, 0);
   if (!it || it->stream != p->stream || it->seg->expandable) {
-    if (it == bs_first(t)) return 0;
-    it = it ? bs_prev(t, it) : bs_last(t);
+    if (it == tc_bs_first(t)) return 0;
+    it = it ? tc_bs_prev(t, it) : tc_bs_last(t);
     uint64_t released = 0;
     while (released < key && it->size >= msp && it->stream == p->stream) {
-      tc_block *cur = it, *pv = bs_prev(t, cur);
+      tc_block *cur = it, *pv = tc_bs_prev(t, cur);
       if (pv) it = pv;
       if (!cur->seg->expandable && !is_split(cur)) {
         uint64_t sz = cur->size;
@@ -1469,15 +321,18 @@ static int release_available_cached_blocks(tc_alloc *a, const params *p, tcuda_s
   return 1;
 }
 
-static tcuda_status release_blocks(tc_alloc *a, tc_pool *pool) {
+/* torch's release_blocks: a pool's unsplit free segments go back whole;
+ * free expandable blocks give back their whole pages, and a reservation
+ * left with nothing mapped goes too. */
+tcuda_status tc_release_blocks(tc_alloc *a, tc_pool *pool) {
   size_t n = 0, cap = 0;
   tc_block **to_unmap = NULL;
-  tc_block *b = bs_first(&pool->blocks);
+  tc_block *b = tc_bs_first(&pool->blocks);
   while (b) {
     tc_block *nx = bs_next(&pool->blocks, b);
     if (b->seg->expandable) {
       if (n == cap) {
-        tc_block **nu = (tc_block **)grow(to_unmap, &cap, sizeof *nu, 16);
+        tc_block **nu = (tc_block **)tc_grow(to_unmap, &cap, sizeof *nu, 16);
         if (!nu) {
           free(to_unmap);
           return host_oom();
@@ -1496,42 +351,18 @@ static tcuda_status release_blocks(tc_alloc *a, tc_pool *pool) {
   }
   tcuda_status s = TCUDA_SUCCESS;
   for (size_t i = 0; i < n && !s; i++) {
-    s = unmap_block(a, to_unmap[i]);
-    if (!s && !is_split(to_unmap[i]) && !to_unmap[i]->mapped) s = release_expandable_segment(a, to_unmap[i]);
+    s = tc_unmap_block(a, to_unmap[i]);
+    if (!s && !is_split(to_unmap[i]) && !to_unmap[i]->mapped) s = tc_release_expandable_segment(a, to_unmap[i]);
   }
   free(to_unmap);
   return s;
 }
 
-/* torch: freeable private pools give back their unsplit free segments, and
- * a pool with none left is erased. */
-static tcuda_status release_freeable_pools(tc_alloc *a) {
-  tc_ppool **pp = &a->ppools;
-  while (*pp) {
-    tc_ppool *p = *pp;
-    if (p->use_count > 0) {
-      pp = &p->next;
-      continue;
-    }
-    tcuda_status s = release_blocks(a, &p->small);
-    if (!s) s = release_blocks(a, &p->large);
-    if (s) return s;
-    if (p->nsegs == 0) {
-      *pp = p->next;
-      pools_destroy(&p->small, &p->large);
-      free(p);
-    } else {
-      pp = &p->next;
-    }
-  }
-  return TCUDA_SUCCESS;
-}
-
 static tcuda_status release_cached_blocks(tc_alloc *a) {
-  tcuda_status s = synchronize_and_free_events(a);
-  if (!s) s = release_blocks(a, &a->large);
-  if (!s) s = release_blocks(a, &a->small);
-  if (!s && a->ppools) s = release_freeable_pools(a);
+  tcuda_status s = tc_synchronize_and_free_events(a);
+  if (!s) s = tc_release_blocks(a, &a->large);
+  if (!s) s = tc_release_blocks(a, &a->small);
+  if (!s && a->ppools) s = tc_release_freeable_pools(a);
   return s;
 }
 
@@ -1628,6 +459,28 @@ static tc_pool *capture_pool(tc_alloc *a, uint64_t size, uint64_t stream) {
   return NULL;
 }
 
+/* No cached block fits: garbage collection, a new segment, then the OOM
+ * retries. SUCCESS with p->block set, or the error. */
+static SLOW_PATH tcuda_status malloc_miss(tc_alloc *a, params *p, int cap) {
+  tcuda_status s = TCUDA_SUCCESS;
+  if (a->has_allowed && a->cfg.garbage_collection_threshold > 0 && (s = garbage_collect(a))) return s;
+  int r = alloc_block(a, p, 0, &s);
+  if (r == 0) {
+    r = release_available_cached_blocks(a, p, &s);
+    if (r > 0) r = alloc_block(a, p, 0, &s);
+  }
+  if (r == 0 && !cap) { /* the full flush synchronizes: not while capturing */
+    TC_ANNOTATE_BEGIN("tcuda: allocator OOM retry (release cached blocks)");
+    tcuda_status rs = release_cached_blocks(a);
+    if (!rs) r = alloc_block(a, p, 1, &s);
+    TC_ANNOTATE_END();
+    if (rs) return rs;
+  }
+  if (r < 0) return s;
+  if (r == 0) return oom(a, p);
+  return TCUDA_SUCCESS;
+}
+
 HOT_INLINE tcuda_status malloc_locked(tc_alloc *a, uint64_t orig, uint64_t stream, uint64_t *addr) {
   int cap = capturing(a);
   tcuda_status s = reserve_blocks(a, 4);
@@ -1640,60 +493,20 @@ HOT_INLINE tcuda_status malloc_locked(tc_alloc *a, uint64_t orig, uint64_t strea
     tc_pool *pp = capture_pool(a, p.size, stream);
     if (pp) p.pool = pp;
   }
-  if (!get_free_block(a, &p)) {
-    if (a->has_allowed && a->cfg.garbage_collection_threshold > 0 && (s = garbage_collect(a))) return s;
-    int r = alloc_block(a, &p, 0, &s);
-    if (r == 0) {
-      r = release_available_cached_blocks(a, &p, &s);
-      if (r > 0) r = alloc_block(a, &p, 0, &s);
-    }
-    if (r == 0 && !cap) { /* the full flush synchronizes: not while capturing */
-      TC_ANNOTATE_BEGIN("tcuda: allocator OOM retry (release cached blocks)");
-      tcuda_status rs = release_cached_blocks(a);
-      if (!rs) r = alloc_block(a, &p, 1, &s);
-      TC_ANNOTATE_END();
-      if (rs) return rs;
-    }
-    if (r < 0) return s;
-    if (r == 0) return oom(a, &p);
-  }
+  if (!get_free_block(a, &p) && (s = malloc_miss(a, &p, cap))) return s;
   tc_block *b = alloc_found_block(a, &p, orig, should_split(a, p.block, p.size));
   *addr = b->addr;
   return TCUDA_SUCCESS;
 }
 
 /* ------------------------------------------------------------------ */
-/* contended calls: combining                                           */
-
-/* Under contention a plain lock moves the allocator's data (trees, stats,
- * hash table) to every new owner's core, and each call pays those misses:
- * eight threads went 10x slower per call than one. Instead a thread that
- * finds the lock taken publishes its request in a slot, and whoever holds
- * the lock runs the published requests while the data is hot in its cache.
- * Only calls that need no backend work, no trace and no capture are run for
- * another thread (a cached malloc, a free without record_stream); the rest,
- * and anything that fails, goes back to its caller, which takes the lock
- * itself. Each request runs whole under the lock, so every outcome is one
- * of a serial order of the calls: the policy is unchanged. */
-#define TC_REQ_SLOTS 64
-#define TC_REQ_SPINS 4000 /* then the waiter blocks on the lock instead */
-enum { RQ_FREE, RQ_OWNED, RQ_PENDING, RQ_DONE };
-enum { OP_MALLOC, OP_FREE };
-
-typedef struct tc_req {
-  _Alignas(64) atomic_int state;
-  int op, outcome; /* outcome 1: done; 0: the caller must take the lock */
-  uint64_t size, stream, addr;
-} tc_req;
+/* contended calls: the requests lock.c's combining runs for other threads */
 
 static tcuda_status free_found(tc_alloc *a, tc_block *b, size_t slot);
 
-static _Thread_local int tl_slot = -1;
-static atomic_int g_next_slot;
-
 /* A cached malloc or a plain free; 0 when it needs the full path. Never
  * sets an error (it may run in another thread). */
-static int run_fast(tc_alloc *a, tc_req *r) {
+int tc_run_fast(tc_alloc *a, tc_req *r) {
   if (a->trace || capturing(a)) return 0;
   if (r->op == OP_FREE) {
     size_t slot = ht_slot(a, r->addr);
@@ -1709,86 +522,6 @@ static int run_fast(tc_alloc *a, tc_req *r) {
   if (!get_free_block(a, &p)) return 0;
   r->addr = alloc_found_block(a, &p, r->size, should_split(a, p.block, p.size))->addr;
   return 1;
-}
-
-/* Under the lock: take the published requests and run them, a few rounds
- * while more come. The slots' lines are fetched together first, so their
- * transfers from the waiters' cores overlap. */
-static void serve(tc_alloc *a) {
-  for (int round = 0; round < 8; round++) {
-    uint64_t m = atomic_exchange_explicit(&a->pending, 0, memory_order_acquire);
-    if (!m) return;
-    for (uint64_t t = m; t; t &= t - 1) __builtin_prefetch(&a->reqs[__builtin_ctzll(t)], 1);
-    for (; m; m &= m - 1) {
-      tc_req *r = &a->reqs[__builtin_ctzll(m)];
-      r->outcome = run_fast(a, r);
-      atomic_store_explicit(&r->state, RQ_DONE, memory_order_release);
-    }
-  }
-}
-
-static inline void unlock_serving(tc_alloc *a) {
-  if (atomic_load_explicit(&a->pending, memory_order_relaxed)) serve(a);
-  lk_unlock(&a->mu);
-}
-
-/* Take the lock, or have the current holder run the request: 1 when it
- * was run for us (done), 0 with the lock held. */
-static int combine(tc_alloc *a, int op, uint64_t size, uint64_t stream, uint64_t addr, uint64_t *out);
-static inline int lock_or_combine(tc_alloc *a, int op, uint64_t size, uint64_t stream, uint64_t addr,
-                                  uint64_t *out) {
-  if (lk_try(&a->mu)) return 0;
-  if (combine(a, op, size, stream, addr, out)) return 1;
-  lk_lock(&a->mu);
-  return 0;
-}
-
-/* The lock was taken: publish the request and wait for a lock holder to
- * run it, or take the lock to run everyone's. Returns 1 when done (r->addr
- * for malloc), 0 when the caller must run the call under the lock itself. */
-static int combine(tc_alloc *a, int op, uint64_t size, uint64_t stream, uint64_t addr, uint64_t *out) {
-  if (!a->reqs) return 0;
-  if (tl_slot < 0) tl_slot = atomic_fetch_add_explicit(&g_next_slot, 1, memory_order_relaxed) % TC_REQ_SLOTS;
-  int i = tl_slot;
-  uint64_t bit = (uint64_t)1 << i;
-  tc_req *r = &a->reqs[i];
-  int want = RQ_FREE;
-  if (!atomic_compare_exchange_strong_explicit(&r->state, &want, RQ_OWNED, memory_order_acquire,
-                                               memory_order_relaxed))
-    return 0; /* another thread shares this slot right now */
-  r->op = op;
-  r->size = size;
-  r->stream = stream;
-  r->addr = addr;
-  atomic_store_explicit(&r->state, RQ_PENDING, memory_order_relaxed);
-  atomic_fetch_or_explicit(&a->pending, bit, memory_order_release); /* publishes the fields */
-  int outcome = 0;
-  for (int spins = 1;; spins++) {
-    if (atomic_load_explicit(&r->state, memory_order_acquire) == RQ_DONE) {
-      outcome = r->outcome;
-      break;
-    }
-    /* the holder left before our bit was set: become the holder */
-    if (lk_try(&a->mu)) {
-      unlock_serving(a);
-      continue;
-    }
-    if (spins > TC_REQ_SPINS) { /* the holder is slow (a cudaMalloc): block */
-      lk_lock(&a->mu);
-      if (atomic_load_explicit(&r->state, memory_order_acquire) == RQ_DONE) {
-        outcome = r->outcome;
-      } else { /* not taken yet, and nobody can take it while we hold the lock */
-        atomic_fetch_and_explicit(&a->pending, ~bit, memory_order_relaxed);
-        outcome = run_fast(a, r);
-      }
-      unlock_serving(a);
-      break;
-    }
-    cpu_relax();
-  }
-  if (outcome && out) *out = r->addr;
-  atomic_store_explicit(&r->state, RQ_FREE, memory_order_release);
-  return outcome;
 }
 
 tcuda_status tc_alloc_malloc(tc_alloc *a, uint64_t size, uint64_t stream, uint64_t *addr) {
@@ -1809,7 +542,7 @@ tcuda_status tc_alloc_malloc(tc_alloc *a, uint64_t size, uint64_t stream, uint64
 }
 
 /* ------------------------------------------------------------------ */
-/* free, record_stream                                                  */
+/* free, empty_cache                                                    */
 
 /* b sits in hash slot `slot`. */
 static tcuda_status free_found(tc_alloc *a, tc_block *b, size_t slot) {
@@ -1817,13 +550,13 @@ static tcuda_status free_found(tc_alloc *a, tc_block *b, size_t slot) {
     /* An event recorded now could be captured into a graph, and querying
      * one is illegal: wait until no capture is under way. */
     if (a->ndeferred == a->capdeferred) {
-      tc_block **n = (tc_block **)grow(a->deferred, &a->capdeferred, sizeof *n, 8);
+      tc_block **n = (tc_block **)tc_grow(a->deferred, &a->capdeferred, sizeof *n, 8);
       if (!n) return host_oom();
       a->deferred = n;
     }
     a->deferred[a->ndeferred++] = b;
   } else if (b->nuses) {
-    tcuda_status s = insert_events(a, b);
+    tcuda_status s = tc_insert_events(a, b);
     if (s) return s;
   }
   ht_del_at(a, slot);
@@ -1833,7 +566,7 @@ static tcuda_status free_found(tc_alloc *a, tc_block *b, size_t slot) {
   arr_dec(a->st.allocated_bytes, pool->pidx, (int64_t)b->size);
   TRACE(a, TC_TRACE_FREE_REQUESTED, b->addr, b->requested, b->stream);
   if (b->size >= a->cfg.max_split_size) st_dec(&a->st.oversize_allocations, 1);
-  if (!b->event_count && !b->nuses) free_block(a, b);
+  if (!b->event_count && !b->nuses) tc_free_block(a, b);
   return TCUDA_SUCCESS;
 }
 
@@ -1865,43 +598,6 @@ int tc_alloc_free_if_owned(tc_alloc *a, uint64_t addr, tcuda_status *status) {
   return b != NULL;
 }
 
-tcuda_status tc_alloc_record_stream_on(tc_alloc *a, uint64_t addr, uint64_t stream, int stream_device) {
-  TC_CHECK_ARG("tc_alloc_record_stream", a != NULL, "allocator");
-  lk_lock(&a->mu);
-  tc_block *b = addr ? ht_find(a, addr) : NULL;
-  tcuda_status s = TCUDA_SUCCESS;
-  if (!b) {
-    s = tc_error(TCUDA_ERROR_INVALID_POINTER,
-                 "record_stream: pointer 0x%llx is not a live allocation of device %d's allocator",
-                 (unsigned long long)addr, a->device);
-  } else if (stream != b->stream) { /* uses on the allocation stream need no event */
-    uint32_t k = 0;
-    while (k < b->nuses && (b->uses[k].stream != stream || b->uses[k].device != stream_device)) k++;
-    if (k == b->nuses) {
-      if (b->nuses == b->capuses) {
-        uint32_t cap = 2 * b->capuses;
-        tc_use *nu = (tc_use *)malloc(cap * sizeof *nu);
-        if (!nu) {
-          lk_unlock(&a->mu);
-          return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "record_stream: out of host memory");
-        }
-        memcpy(nu, b->uses, b->nuses * sizeof *nu);
-        if (b->uses != b->inl) free(b->uses);
-        b->uses = nu;
-        b->capuses = cap;
-      }
-      b->uses[b->nuses++] = (tc_use){stream, stream_device};
-    }
-  }
-  lk_unlock(&a->mu);
-  return s;
-}
-
-tcuda_status tc_alloc_record_stream(tc_alloc *a, uint64_t addr, uint64_t stream) {
-  TC_CHECK_ARG("tc_alloc_record_stream", a != NULL, "allocator");
-  return tc_alloc_record_stream_on(a, addr, stream, a->device);
-}
-
 tcuda_status tc_alloc_empty_cache(tc_alloc *a) {
   TC_CHECK_ARG("tc_alloc_empty_cache", a != NULL, "allocator");
   lk_lock(&a->mu);
@@ -1911,200 +607,6 @@ tcuda_status tc_alloc_empty_cache(tc_alloc *a) {
                                 : release_cached_blocks(a);
   lk_unlock(&a->mu);
   return s;
-}
-
-/* ------------------------------------------------------------------ */
-/* stats, fraction, config                                              */
-
-void tc_alloc_get_stats(tc_alloc *a, tcuda_memory_stats_t *out) {
-  lk_lock(&a->mu);
-  *out = a->st;
-  lk_unlock(&a->mu);
-}
-
-#define NINE_ARRAYS(st, X)                                                                           \
-  X((st).allocation) X((st).segment) X((st).active) X((st).inactive_split) X((st).allocated_bytes) \
-      X((st).reserved_bytes) X((st).active_bytes) X((st).inactive_split_bytes) X((st).requested_bytes)
-
-void tc_alloc_reset_peak(tc_alloc *a) {
-  lk_lock(&a->mu);
-#define PEAK(arr) for (int k = 0; k < TCUDA_STAT_TYPES; k++) arr[k].peak = arr[k].current;
-  NINE_ARRAYS(a->st, PEAK)
-#undef PEAK
-  a->st.oversize_allocations.peak = a->st.oversize_allocations.current;
-  a->st.oversize_segments.peak = a->st.oversize_segments.current;
-  lk_unlock(&a->mu);
-}
-
-void tc_alloc_reset_accumulated(tc_alloc *a) {
-  lk_lock(&a->mu);
-#define ACC(arr) for (int k = 0; k < TCUDA_STAT_TYPES; k++) arr[k].allocated = arr[k].freed = 0;
-  NINE_ARRAYS(a->st, ACC)
-#undef ACC
-  a->st.oversize_allocations.allocated = a->st.oversize_allocations.freed = 0;
-  a->st.oversize_segments.allocated = a->st.oversize_segments.freed = 0;
-  a->st.num_alloc_retries = a->st.num_ooms = a->st.num_sync_all_streams = 0;
-  a->st.num_device_alloc = a->st.num_device_free = 0;
-  lk_unlock(&a->mu);
-}
-
-tcuda_status tc_alloc_set_memory_fraction(tc_alloc *a, double fraction) {
-  TC_CHECK_ARG("tc_alloc_set_memory_fraction", a != NULL, "allocator");
-  if (!(fraction >= 0.0 && fraction <= 1.0))
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "Invalid fraction value: %g. Allowed range: 0~1", fraction);
-  lk_lock(&a->mu);
-  /* torch 2.11: 1.0 means no limit at all, not a limit of totalGlobalMem. */
-  a->has_allowed = fraction < 1.0;
-  a->allowed_max = a->has_allowed ? (uint64_t)(fraction * (double)a->total_memory) : 0;
-  lk_unlock(&a->mu);
-  return TCUDA_SUCCESS;
-}
-
-double tc_alloc_get_memory_fraction(tc_alloc *a) {
-  lk_lock(&a->mu);
-  double f = a->has_allowed && a->total_memory ? (double)a->allowed_max / (double)a->total_memory : 1.0;
-  lk_unlock(&a->mu);
-  return f;
-}
-
-void tc_alloc_set_config(tc_alloc *a, const tc_alloc_config *cfg) {
-  lk_lock(&a->mu);
-  a->cfg = *cfg;
-  lk_unlock(&a->mu);
-}
-
-void tc_alloc_get_config(tc_alloc *a, tc_alloc_config *out) {
-  lk_lock(&a->mu);
-  *out = a->cfg;
-  lk_unlock(&a->mu);
-}
-
-int tc_alloc_device(const tc_alloc *a) { return a->device; }
-
-void tc_alloc_set_trace(tc_alloc *a, tc_trace_fn fn, void *ctx) {
-  lk_lock(&a->mu);
-  a->trace = fn;
-  a->trace_ctx = ctx;
-  lk_unlock(&a->mu);
-}
-
-/* ------------------------------------------------------------------ */
-/* snapshot, lookup                                                     */
-
-static tcuda_block_state block_state(const tc_block *b) {
-  if (b->allocated) return TCUDA_BLOCK_ACTIVE_ALLOCATED;
-  if (b->event_count > 0 || b->nuses) return TCUDA_BLOCK_ACTIVE_PENDING_FREE;
-  return TCUDA_BLOCK_INACTIVE;
-}
-
-static int seg_cmp(const void *x, const void *y) {
-  uint64_t a = ((const tcuda_segment_info_t *)x)->address, b = ((const tcuda_segment_info_t *)y)->address;
-  return a < b ? -1 : a > b;
-}
-
-void tc_snapshot_free(tcuda_snapshot_t *s) {
-  if (!s) return;
-  for (size_t i = 0; i < s->num_segments; i++) free(s->segments[i].blocks);
-  free(s->segments);
-  free(s);
-}
-
-tcuda_status tc_alloc_snapshot(tc_alloc *a, tcuda_snapshot_t **out) {
-  TC_CHECK_ARG("tc_alloc_snapshot", a != NULL, "allocator");
-  TC_CHECK_ARG("tc_alloc_snapshot", out != NULL, "out");
-  *out = NULL;
-  tcuda_snapshot_t *s = (tcuda_snapshot_t *)calloc(1, sizeof *s);
-  if (!s) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tc_alloc_snapshot: out of host memory");
-  lk_lock(&a->mu);
-  /* Count the reported segments: one per contiguous mapped run. */
-  size_t nseg = 0;
-  for (tc_seg *g = a->segs; g; g = g->lnext)
-    for (tc_block *b = g->head; b; b = b->next)
-      if (b->mapped && (!b->prev || !b->prev->mapped)) nseg++;
-  s->segments = (tcuda_segment_info_t *)calloc(nseg ? nseg : 1, sizeof *s->segments);
-  int fail = !s->segments;
-  uint64_t total_active = 0;
-  for (tc_seg *g = a->segs; g && !fail; g = g->lnext) {
-    for (tc_block *h = g->head; h && !fail; h = h->next) {
-      if (!h->mapped || (h->prev && h->prev->mapped)) continue;
-      tcuda_segment_info_t *si = &s->segments[s->num_segments++];
-      si->device = a->device;
-      si->address = h->addr;
-      si->stream = (int64_t)g->stream;
-      si->is_large = !g->pool->is_small;
-      if (g->pool->owner) {
-        si->pool_id[0] = g->pool->owner->id[0];
-        si->pool_id[1] = g->pool->owner->id[1];
-      }
-      si->is_expandable = g->expandable;
-      size_t nb = 0;
-      for (tc_block *b = h; b && b->mapped; b = b->next) nb++;
-      si->blocks = (tcuda_block_info_t *)calloc(nb, sizeof *si->blocks);
-      if (!si->blocks) {
-        fail = 1;
-        break;
-      }
-      for (tc_block *b = h; b && b->mapped; b = b->next) {
-        tcuda_block_info_t *bi = &si->blocks[si->num_blocks++];
-        bi->address = b->addr;
-        bi->size = b->size;
-        bi->requested_size = b->requested;
-        bi->state = block_state(b);
-        si->total_size += b->size;
-        if (b->allocated) si->allocated_size += b->size;
-        if (bi->state != TCUDA_BLOCK_INACTIVE) {
-          si->active_size += b->size;
-          si->requested_size += b->requested;
-        }
-      }
-      total_active += si->active_size;
-    }
-  }
-  if (!fail) TRACE(a, TC_TRACE_SNAPSHOT, 0, total_active, 0);
-  lk_unlock(&a->mu);
-  if (fail) {
-    tc_snapshot_free(s);
-    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tc_alloc_snapshot: out of host memory");
-  }
-  qsort(s->segments, s->num_segments, sizeof *s->segments, seg_cmp);
-  *out = s;
-  return TCUDA_SUCCESS;
-}
-
-tcuda_status tc_alloc_block_info(tc_alloc *a, uint64_t addr, uint64_t *block_addr, uint64_t *block_size,
-                                 uint64_t *segment_addr, uint64_t *segment_size) {
-  TC_CHECK_ARG("tc_alloc_block_info", a != NULL, "allocator");
-  lk_lock(&a->mu);
-  tc_block *b = ht_find(a, addr);
-  if (!b) { /* an interior pointer: find its segment */
-    for (tc_seg *g = a->segs; g && !b; g = g->lnext) {
-      if (addr < g->addr || addr - g->addr >= g->size) continue;
-      for (tc_block *x = g->head; x; x = x->next)
-        if (addr >= x->addr && addr - x->addr < x->size) {
-          if (x->allocated) b = x;
-          break;
-        }
-    }
-  }
-  if (!b) {
-    lk_unlock(&a->mu);
-    return tc_error(TCUDA_ERROR_INVALID_POINTER, "pointer 0x%llx is not inside a live allocation of device %d",
-                    (unsigned long long)addr, a->device);
-  }
-  /* The segment is the contiguous mapped run holding the block. */
-  tc_block *lo = b, *hi = b;
-  while (lo->prev && lo->prev->mapped) lo = lo->prev;
-  uint64_t end = hi->addr + hi->size;
-  while (hi->next && hi->next->mapped) {
-    hi = hi->next;
-    end = hi->addr + hi->size;
-  }
-  if (block_addr) *block_addr = b->addr;
-  if (block_size) *block_size = b->size;
-  if (segment_addr) *segment_addr = lo->addr;
-  if (segment_size) *segment_size = end - lo->addr;
-  lk_unlock(&a->mu);
-  return TCUDA_SUCCESS;
 }
 
 /* ------------------------------------------------------------------ */
@@ -2133,7 +635,7 @@ tcuda_status tc_alloc_create(int device, const tc_backend *be, const tc_alloc_co
   if (cfg) a->cfg = *cfg;
   else tc_alloc_config_default(&a->cfg);
   a->total_memory = total_memory;
-  pools_init(&a->small, &a->large, NULL);
+  tc_pools_init(&a->small, &a->large, NULL);
   a->rng = 0x2545F4914F6CDD1Dull ^ ((uint64_t)(uintptr_t)a << 1);
   atomic_store(&a->va_lo, UINT64_MAX);
   /* without the slots every call simply takes the lock */
@@ -2162,10 +664,10 @@ void tc_alloc_destroy(tc_alloc *a) {
   while (a->ppools) {
     tc_ppool *p = a->ppools;
     a->ppools = p->next;
-    pools_destroy(&p->small, &p->large);
+    tc_pools_destroy(&p->small, &p->large);
     free(p);
   }
-  pools_destroy(&a->small, &a->large);
+  tc_pools_destroy(&a->small, &a->large);
   while (a->segs) {
     tc_seg *g = a->segs;
     if (!g->expandable) {
@@ -2185,7 +687,7 @@ void tc_alloc_destroy(tc_alloc *a) {
     }
     for (tc_block *b = g->head; b; b = b->next)
       if (b->uses != b->inl) free(b->uses);
-    seg_unlink_free(a, g);
+    tc_seg_unlink_free(a, g);
   }
   for (size_t i = 0; i < a->nslabs; i++) free(a->slabs[i]);
   free(a->slabs);
@@ -2193,116 +695,3 @@ void tc_alloc_destroy(tc_alloc *a) {
   free(a->reqs);
   free(a);
 }
-
-/* ------------------------------------------------------------------ */
-/* CUDA graph private pools (torch's beginAllocateToPool & co.)          */
-
-static tc_ppool *find_ppool(tc_alloc *a, const uint64_t id[2]) {
-  for (tc_ppool *p = a->ppools; p; p = p->next)
-    if (p->id[0] == id[0] && p->id[1] == id[1]) return p;
-  return NULL;
-}
-
-static tcuda_status check_pool_id(const char *F, const uint64_t id[2]) {
-  if (!id) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: mempool_id is NULL", F);
-  if (!id[0] && !id[1])
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: mempool_id (0,0) is the default pool, not a private pool", F);
-  return TCUDA_SUCCESS;
-}
-
-tcuda_status tc_alloc_begin_allocate_to_pool(tc_alloc *a, const uint64_t id[2], tc_capture_filter fn, void *ctx) {
-  static const char *F = "beginAllocateToPool";
-  TC_CHECK_ARG(F, a != NULL, "allocator");
-  TC_CHECK_ARG(F, fn != NULL, "filter");
-  tcuda_status s = check_pool_id(F, id);
-  if (s) return s;
-  lk_lock(&a->mu);
-  size_t n = (size_t)atomic_load_explicit(&a->ncaps, memory_order_relaxed);
-  for (size_t i = 0; i < n; i++)
-    if (a->caps[i].pool->id[0] == id[0] && a->caps[i].pool->id[1] == id[1]) {
-      lk_unlock(&a->mu);
-      return tc_error(TCUDA_ERROR_INVALID_STATE, "%s: already recording to mempool_id (%llu,%llu)", F,
-                      (unsigned long long)id[0], (unsigned long long)id[1]);
-    }
-  if (n == a->capcaps) {
-    tc_capture *nc = (tc_capture *)grow(a->caps, &a->capcaps, sizeof *nc, 4);
-    if (!nc) {
-      lk_unlock(&a->mu);
-      return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
-    }
-    a->caps = nc;
-  }
-  tc_ppool *p = find_ppool(a, id);
-  if (!p) {
-    if (!(p = (tc_ppool *)calloc(1, sizeof *p))) {
-      lk_unlock(&a->mu);
-      return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
-    }
-    p->id[0] = id[0];
-    p->id[1] = id[1];
-    pools_init(&p->small, &p->large, p);
-    p->next = a->ppools;
-    a->ppools = p;
-  }
-  /* A freeable pool (use_count 0) comes back to life: torch asserts here. */
-  p->use_count++;
-  a->caps[n] = (tc_capture){p, fn, ctx};
-  atomic_store_explicit(&a->ncaps, (int)n + 1, memory_order_relaxed);
-  lk_unlock(&a->mu);
-  return TCUDA_SUCCESS;
-}
-
-tcuda_status tc_alloc_end_allocate_to_pool(tc_alloc *a, const uint64_t id[2]) {
-  static const char *F = "endAllocateToPool";
-  TC_CHECK_ARG(F, a != NULL, "allocator");
-  tcuda_status s = check_pool_id(F, id);
-  if (s) return s;
-  lk_lock(&a->mu);
-  size_t n = (size_t)atomic_load_explicit(&a->ncaps, memory_order_relaxed), i = 0;
-  while (i < n && !(a->caps[i].pool->id[0] == id[0] && a->caps[i].pool->id[1] == id[1])) i++;
-  if (i == n) {
-    lk_unlock(&a->mu);
-    return tc_error(TCUDA_ERROR_INVALID_STATE, "%s: not currently recording to mempool_id (%llu,%llu)", F,
-                    (unsigned long long)id[0], (unsigned long long)id[1]);
-  }
-  memmove(&a->caps[i], &a->caps[i + 1], (n - i - 1) * sizeof *a->caps);
-  atomic_store_explicit(&a->ncaps, (int)n - 1, memory_order_relaxed);
-  lk_unlock(&a->mu);
-  return TCUDA_SUCCESS;
-}
-
-tcuda_status tc_alloc_release_pool(tc_alloc *a, const uint64_t id[2]) {
-  static const char *F = "releasePool";
-  TC_CHECK_ARG(F, a != NULL, "allocator");
-  tcuda_status s = check_pool_id(F, id);
-  if (s) return s;
-  lk_lock(&a->mu);
-  tc_ppool *p = find_ppool(a, id);
-  if (!p || p->use_count <= 0)
-    s = tc_error(TCUDA_ERROR_INVALID_STATE, "%s: mempool_id (%llu,%llu) is %s", F, (unsigned long long)id[0],
-                 (unsigned long long)id[1], p ? "not in use (already released)" : "not a pool of this device");
-  else
-    p->use_count--; /* at 0 it is freeable: the next release_cached_blocks frees it */
-  lk_unlock(&a->mu);
-  return s;
-}
-
-tcuda_status tc_alloc_pool_info(tc_alloc *a, const uint64_t id[2], int *use_count, int64_t *segments) {
-  static const char *F = "tc_alloc_pool_info";
-  TC_CHECK_ARG(F, a != NULL, "allocator");
-  tcuda_status s = check_pool_id(F, id);
-  if (s) return s;
-  lk_lock(&a->mu);
-  tc_ppool *p = find_ppool(a, id);
-  if (p) {
-    if (use_count) *use_count = p->use_count;
-    if (segments) *segments = p->nsegs;
-  }
-  lk_unlock(&a->mu);
-  if (!p)
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: no private pool (%llu,%llu) on device %d", F,
-                    (unsigned long long)id[0], (unsigned long long)id[1], a->device);
-  return TCUDA_SUCCESS;
-}
-
-int tc_alloc_captures_underway(tc_alloc *a) { return atomic_load_explicit(&a->ncaps, memory_order_relaxed); }

@@ -1,0 +1,747 @@
+/* The caching allocator policy's internal header: the types its parts
+ * share and, grouped by file, what each part offers the others.
+ *
+ * Data structures (all owned by one tc_alloc, guarded by its lock):
+ *  - free blocks per pool ordered by (stream, size, addr), as std::set's
+ *    lower_bound and in-order walks: per stream, 64 size buckets per power
+ *    of two, each a small treap, found through a bitmap (a plain treap over
+ *    thousands of free blocks spent most of a malloc in its descent):
+ *    freeset.c;
+ *  - unmapped expandable blocks in a second treap ordered by (stream, addr):
+ *    freeset.c, expandable.c;
+ *  - allocated blocks in an open-addressing hash map addr -> block:
+ *    blockmap.c;
+ *  - block structs recycled through a free list, so the hot path does not
+ *    call malloc once the caches are warm: policy.c.
+ * The cached malloc/free path runs in policy.c. What it needs from the
+ * other files is static inline here, as the compiler inlined it when all
+ * was one file, so the split adds no call to that path. Where the code
+ * says "torch", it mirrors c10/cuda/CUDACachingAllocator.cpp (2.9-2.11) as
+ * described in docs/allocator.md. */
+#ifndef TC_ALLOC_POLICY_H
+#define TC_ALLOC_POLICY_H
+#include "alloc/alloc.h"
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+/* HOT_INLINE: the steps of a cached malloc, which the compiler left as
+ * calls; inlined into tc_alloc_malloc they made the cached pair and the
+ * mixed pattern faster, for a few KiB more code (docs/performance.md).
+ * SLOW_PATH: rare work behind an inline test on that path, kept out of it.
+ * LOCAL_CALL: a helper the cached path calls rather than inlines. Static
+ * here, so each file has its own copy and the compiler knows which
+ * registers it leaves alone: callers save fewer around the call than
+ * around a call into another file. */
+#if defined(__GNUC__) || defined(__clang__)
+#define HOT_INLINE static inline __attribute__((always_inline))
+#define SLOW_PATH __attribute__((noinline))
+#define LOCAL_CALL static __attribute__((noinline, unused))
+#else
+#define HOT_INLINE static inline
+#define SLOW_PATH
+#define LOCAL_CALL static
+#endif
+
+/* ------------------------------------------------------------------ */
+/* types                                                                */
+
+typedef struct tc_block tc_block;
+typedef struct tc_seg tc_seg;
+typedef struct tc_pool tc_pool;
+typedef struct tc_ppool tc_ppool;
+
+typedef struct tc_use {
+  uint64_t stream;
+  int device;
+} tc_use;
+
+struct tc_block {
+  uint64_t addr, size, requested, stream;
+  tc_block *prev, *next;  /* neighbours inside the segment */
+  tc_block *tl, *tr, *tp; /* treap links */
+  tc_pool *pool;
+  tc_seg *seg;
+  int64_t gc_base;
+  uint32_t prio;
+  int event_count;
+  uint8_t allocated, mapped;
+  uint16_t bkt; /* size bucket, while in the free set */
+  uint32_t nuses, capuses;
+  tc_use *uses; /* inl or heap */
+  tc_use inl[2];
+};
+
+typedef struct tc_tree {
+  tc_block *root;
+  int by_addr; /* 0: (size, addr), every block of one stream; 1: (stream, addr) */
+} tc_tree;
+
+/* Free blocks of one stream in one pool: 64 buckets per power of two,
+ * bucket k holding sizes s with s - 1 in [2^(8+k/64) * (64 + k%64) / 64,
+ * the next bucket's start), so buckets follow size order. Up to 64 KiB a
+ * bucket holds one size. Counting from s - 1 puts a whole 2 MiB segment in
+ * the bucket of its remainders after a split under 16 KiB, which keeps the
+ * hot split and merge in place. 64 rather than 16 per power of two: more
+ * buckets hold one block, and those skip the treap (faster on mixed sizes,
+ * for 28 KiB of roots per stream and pool).
+ * 56 powers of two, so the summary still fits one word. */
+#define BS_SUB 64
+#define BS_NB ((64 - 8) * BS_SUB)
+#define BS_W ((BS_NB + 63) / 64)
+_Static_assert(BS_W <= 64, "the summary is one word");
+typedef struct tc_bstream {
+  uint64_t stream;
+  uint64_t summary;    /* bit w: bits[w] != 0 */
+  uint64_t bits[BS_W]; /* bit k: root[k] != NULL */
+  tc_block *root[BS_NB];
+} tc_bstream;
+
+typedef struct tc_bset {
+  tc_bstream **s; /* sorted by stream; entries live as long as the pool */
+  size_t n, cap;
+} tc_bset;
+
+struct tc_pool {
+  tc_bset blocks;
+  tc_tree unmapped;
+  int is_small;
+  int pidx; /* TCUDA_STAT_SMALL_POOL or TCUDA_STAT_LARGE_POOL */
+  int64_t gc_calls;
+  tc_ppool *owner; /* the private pool holding this one; NULL for the default pools */
+};
+
+/* torch's PrivatePool: a CUDA graph's memory. Its blocks never serve
+ * allocations outside it. use_count 0 means "freeable": its free segments go
+ * at the next release_cached_blocks, and it goes when it has none left. */
+struct tc_ppool {
+  uint64_t id[2];
+  int use_count;
+  int64_t nsegs; /* torch's cudaMalloc_count (expandable: VA reservations) */
+  tc_pool small, large;
+  tc_ppool *next;
+};
+
+/* torch's captures_underway entry. */
+typedef struct tc_capture {
+  tc_ppool *pool;
+  tc_capture_filter fn;
+  void *ctx;
+} tc_capture;
+
+struct tc_seg {
+  tc_seg *lnext, *lprev;
+  tc_block *head;
+  tc_pool *pool;
+  tc_bstream *bs; /* where its free blocks go */
+  uint64_t stream, addr, size; /* cudaMalloc range, or the VA reservation */
+  int expandable;
+  uint64_t page, npages; /* expandable: handle size and count */
+  uint8_t *pmap;         /* expandable: 1 per mapped page */
+};
+
+typedef struct tc_evrec {
+  void *ev;
+  tc_block *b;
+} tc_evrec;
+
+typedef struct tc_evq {
+  uint64_t stream;
+  tc_evrec *q;
+  size_t head, len, cap; /* ring, cap a power of 2 */
+} tc_evq;
+
+/* The allocator's lock (lock.c): a futex word, 0 free, 1 held, 2 held
+ * with sleepers. pthread's mutex bookkeeping (owner, user count) was a
+ * visible share of the cached pair. */
+typedef struct { atomic_int w; } tc_lock;
+
+typedef struct tc_slot {
+  uint64_t key;
+  tc_block *b;
+} tc_slot;
+
+struct tc_alloc {
+  /* Alone on its line: waiters read it while the holder writes the fields
+   * below, which would otherwise bounce between their cores. */
+  _Alignas(64) tc_lock mu;
+  _Alignas(64) int device;
+  const tc_backend *be;
+  tc_alloc_config cfg;
+  uint64_t total_memory;
+  int has_allowed;
+  uint64_t allowed_max;
+  uint64_t total_allocated;
+  tcuda_memory_stats_t st;
+  tc_pool small, large;
+  tc_slot *ht;
+  size_t ht_cap, ht_len, ht_tombs;
+  unsigned ht_bits;
+  tc_block *freelist;
+  size_t nfree;
+  void **slabs;
+  size_t nslabs, capslabs;
+  tc_seg *segs;
+  /* lowest and highest address any segment ever covered: a lock-free
+   * "not mine" for tcuda_free's search across devices */
+  _Atomic uint64_t va_lo, va_hi;
+  tc_evq *evq; /* sorted by stream */
+  size_t nevq, capevq;
+  uint64_t rng;
+  tc_trace_fn trace;
+  void *trace_ctx;
+  /* CUDA graphs. ncaps is read without the lock only as a hint. */
+  tc_ppool *ppools;
+  tc_capture *caps;
+  size_t capcaps;
+  atomic_int ncaps;
+  tc_block **deferred; /* freed during capture while other streams used them */
+  size_t ndeferred, capdeferred;
+  /* combining (lock.c) */
+  struct tc_req *reqs;
+  _Alignas(64) _Atomic uint64_t pending; /* bit i: slot i holds a published request */
+};
+
+/* ------------------------------------------------------------------ */
+/* helpers of every part: stats, trace, sizes, array growth             */
+
+static inline void st_inc(tcuda_stat_t *s, int64_t n) {
+  s->current += n;
+  if (s->current > s->peak) s->peak = s->current;
+  s->allocated += n;
+}
+static inline void st_dec(tcuda_stat_t *s, int64_t n) {
+  s->current -= n;
+  s->freed += n;
+}
+static inline void arr_inc(tcuda_stat_t *arr, int pidx, int64_t n) {
+  st_inc(&arr[TCUDA_STAT_ALL], n);
+  st_inc(&arr[pidx], n);
+}
+static inline void arr_dec(tcuda_stat_t *arr, int pidx, int64_t n) {
+  st_dec(&arr[TCUDA_STAT_ALL], n);
+  st_dec(&arr[pidx], n);
+}
+
+#define TRACE(a, act, addr, size, stream)                                     \
+  do {                                                                        \
+    if ((a)->trace) (a)->trace((a)->trace_ctx, (act), (addr), (size), (stream)); \
+  } while (0)
+
+/* Whether some capture is routing into a private pool (torch's
+ * captures_underway non-empty). Under the lock. */
+static inline int capturing(const tc_alloc *a) { return atomic_load_explicit(&a->ncaps, memory_order_relaxed) != 0; }
+
+static inline unsigned log2_floor(uint64_t v) { return 63u - (unsigned)__builtin_clzll(v); }
+
+static inline tcuda_status host_oom(void) {
+  return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tcuda allocator: out of host memory");
+}
+
+/* arr with room for twice *cap elements (first when empty), or NULL with
+ * arr and *cap unchanged. */
+void *tc_grow(void *arr, size_t *cap, size_t elem, size_t first);
+
+/* ------------------------------------------------------------------ */
+/* freeset.c: free blocks by (stream, size, addr); the treap            */
+
+static inline uint32_t next_prio(tc_alloc *a) {
+  uint64_t x = a->rng;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  a->rng = x;
+  return (uint32_t)(x >> 32);
+}
+
+/* x < key. A size-ordered tree is one bucket of one stream's free set, so
+ * its blocks share a stream. Branches, not a branch-free compare and child
+ * select: with those the next node's load waited for the compare, and the
+ * mixed pattern got slower. */
+static inline int key_less(const tc_tree *t, const tc_block *x, uint64_t stream, uint64_t size, uint64_t addr) {
+  if (t->by_addr) return x->stream != stream ? x->stream < stream : x->addr < addr;
+  if (x->size != size) return x->size < size;
+  return x->addr < addr;
+}
+
+static inline void rotate_up(tc_tree *t, tc_block *x) {
+  tc_block *p = x->tp, *g = p->tp;
+  if (p->tl == x) {
+    p->tl = x->tr;
+    if (x->tr) x->tr->tp = p;
+    x->tr = p;
+  } else {
+    p->tr = x->tl;
+    if (x->tl) x->tl->tp = p;
+    x->tl = p;
+  }
+  p->tp = x;
+  x->tp = g;
+  if (!g) t->root = x;
+  else if (g->tl == p) g->tl = x;
+  else g->tr = x;
+}
+
+static inline void tree_insert(tc_alloc *a, tc_tree *t, tc_block *b) {
+  b->tl = b->tr = NULL;
+  b->prio = next_prio(a);
+  tc_block *cur = t->root, *parent = NULL;
+  int left = 0;
+  while (cur) {
+    parent = cur;
+    left = !key_less(t, cur, b->stream, b->size, b->addr); /* b < cur: keys are unique */
+    cur = left ? cur->tl : cur->tr;
+  }
+  b->tp = parent;
+  if (!parent) t->root = b;
+  else if (left) parent->tl = b;
+  else parent->tr = b;
+  while (b->tp && b->tp->prio > b->prio) rotate_up(t, b);
+}
+
+/* Rotate b down while it has two children, then splice it out: its one
+ * child (or none) takes its place, which keeps the heap order. */
+LOCAL_CALL void tree_erase(tc_tree *t, tc_block *b) {
+  while (b->tl && b->tr) rotate_up(t, b->tl->prio < b->tr->prio ? b->tl : b->tr);
+  tc_block *c = b->tl ? b->tl : b->tr, *p = b->tp;
+  if (c) c->tp = p;
+  if (!p) t->root = c;
+  else if (p->tl == b) p->tl = c;
+  else p->tr = c;
+  b->tl = b->tr = b->tp = NULL;
+}
+
+/* nw takes old's place in the tree (links and priority). The caller has
+ * checked that nw's key sorts between old's neighbours, so the order holds
+ * without a single rotation: a split or merge then costs O(1) tree work. */
+static inline void tree_replace(tc_tree *t, tc_block *old, tc_block *nw) {
+  nw->tl = old->tl;
+  nw->tr = old->tr;
+  nw->tp = old->tp;
+  nw->prio = old->prio;
+  if (nw->tl) nw->tl->tp = nw;
+  if (nw->tr) nw->tr->tp = nw;
+  if (!nw->tp) t->root = nw;
+  else if (nw->tp->tl == old) nw->tp->tl = nw;
+  else nw->tp->tr = nw;
+  old->tl = old->tr = old->tp = NULL;
+}
+
+/* First element >= key, or NULL (end). */
+static inline tc_block *lower_bound(const tc_tree *t, uint64_t stream, uint64_t size, uint64_t addr) {
+  tc_block *cur = t->root, *res = NULL;
+  while (cur) {
+    if (key_less(t, cur, stream, size, addr)) cur = cur->tr;
+    else {
+      res = cur;
+      cur = cur->tl;
+    }
+  }
+  return res;
+}
+
+static inline tc_block *tree_first(const tc_tree *t) {
+  tc_block *b = t->root;
+  if (b) while (b->tl) b = b->tl;
+  return b;
+}
+
+static inline tc_block *tree_next(tc_block *b) {
+  if (b->tr) {
+    b = b->tr;
+    while (b->tl) b = b->tl;
+    return b;
+  }
+  while (b->tp && b->tp->tr == b) b = b->tp;
+  return b->tp;
+}
+
+static inline tc_block *tree_prev(tc_block *b) {
+  if (b->tl) {
+    b = b->tl;
+    while (b->tr) b = b->tr;
+    return b;
+  }
+  while (b->tp && b->tp->tl == b) b = b->tp;
+  return b->tp;
+}
+
+static inline unsigned bs_bucket(uint64_t size) {
+  if (size < TC_MIN_BLOCK_SIZE) return 0;
+  uint64_t v = size - 1;
+  unsigned k = log2_floor(v); /* >= 8 */
+  return (k - 8) * BS_SUB + (unsigned)((v >> (k - 6)) & (BS_SUB - 1)); /* 6 = log2(BS_SUB) */
+}
+
+/* First index whose stream is >= stream. */
+static inline size_t bs_find(const tc_bset *set, uint64_t stream) {
+  if (set->n == 1) return set->s[0]->stream < stream; /* one stream: the common case */
+  size_t lo = 0, hi = set->n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (set->s[mid]->stream < stream) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* The stream's entry, made if new: the one set operation that can fail,
+ * so it runs when a segment is made, before anything changes. */
+tcuda_status tc_bs_reserve(tc_bset *set, uint64_t stream, tc_bstream **out);
+void tc_bs_destroy(tc_bset *set);
+
+/* Most buckets hold a block or two: the empty and single cases skip the
+ * treap code. */
+static inline void bs_insert(tc_alloc *a, tc_block *b) {
+  tc_bstream *e = b->seg->bs;
+  unsigned k = bs_bucket(b->size);
+  b->bkt = (uint16_t)k;
+  if (!e->root[k]) {
+    b->tl = b->tr = b->tp = NULL;
+    b->prio = next_prio(a);
+    e->root[k] = b;
+    e->bits[k >> 6] |= (uint64_t)1 << (k & 63);
+    e->summary |= (uint64_t)1 << (k >> 6);
+    return;
+  }
+  tc_tree t = {e->root[k], 0};
+  tree_insert(a, &t, b);
+  e->root[k] = t.root;
+}
+
+static inline void bs_erase(tc_block *b) {
+  tc_bstream *e = b->seg->bs;
+  unsigned k = b->bkt;
+  if (e->root[k] == b && !b->tl && !b->tr) {
+    e->root[k] = NULL;
+  } else {
+    tc_tree t = {e->root[k], 0};
+    tree_erase(&t, b);
+    e->root[k] = t.root;
+  }
+  if (!e->root[k]) {
+    e->bits[k >> 6] &= ~((uint64_t)1 << (k & 63));
+    if (!e->bits[k >> 6]) e->summary &= ~((uint64_t)1 << (k >> 6));
+  }
+}
+
+/* First non-empty bucket >= k, or BS_NB. */
+static inline unsigned bs_bucket_at_or_after(const tc_bstream *e, unsigned k) {
+  if (k >= BS_NB) return BS_NB;
+  unsigned w = k >> 6;
+  uint64_t m = e->bits[w] & (~(uint64_t)0 << (k & 63));
+  if (m) return w * 64 + (unsigned)__builtin_ctzll(m);
+  uint64_t sm = w + 1 < 64 ? e->summary & (~(uint64_t)0 << (w + 1)) : 0;
+  if (!sm) return BS_NB;
+  w = (unsigned)__builtin_ctzll(sm);
+  return w * 64 + (unsigned)__builtin_ctzll(e->bits[w]);
+}
+
+/* The smallest block from stream index si, bucket k on (later streams from
+ * their first bucket). */
+static inline tc_block *bs_min_from(const tc_bset *set, size_t si, unsigned k) {
+  for (; si < set->n; si++, k = 0) {
+    const tc_bstream *e = set->s[si];
+    unsigned j = bs_bucket_at_or_after(e, k);
+    if (j < BS_NB) {
+      tc_tree t = {e->root[j], 0};
+      return tree_first(&t);
+    }
+  }
+  return NULL;
+}
+
+static inline tc_block *bs_next(const tc_bset *set, tc_block *b) {
+  tc_block *n = tree_next(b); /* inside b's bucket */
+  if (n) return n;
+  return bs_min_from(set, bs_find(set, b->stream), b->bkt + 1u);
+}
+
+tc_block *tc_bs_first(const tc_bset *set);
+tc_block *tc_bs_last(const tc_bset *set);
+tc_block *tc_bs_prev(const tc_bset *set, tc_block *b);
+
+/* First block >= (stream, size, addr), or NULL. */
+static inline tc_block *bs_lower_bound(const tc_bset *set, uint64_t stream, uint64_t size, uint64_t addr) {
+  size_t si = bs_find(set, stream);
+  if (si < set->n && set->s[si]->stream == stream) {
+    const tc_bstream *e = set->s[si];
+    unsigned k = bs_bucket(size);
+    if (e->root[k]) {
+      tc_tree t = {e->root[k], 0};
+      tc_block *r = lower_bound(&t, stream, size, addr);
+      if (r) return r;
+    }
+    return bs_min_from(set, si, k + 1);
+  }
+  return bs_min_from(set, si, 0);
+}
+
+/* nw (not in the set) takes the place of old (in it): in place when nw
+ * sorts in old's bucket between old's neighbours there, so a split or a
+ * merge costs no tree work; else old out and nw in. below: the caller knows
+ * nw sorts below old (a split's remainder), so only that side is checked;
+ * else it sorts above (a merge). */
+static inline void bs_move(tc_alloc *a, tc_block *old, tc_block *nw, int below) {
+  tc_bstream *e = old->seg->bs;
+  unsigned k = old->bkt;
+  if (bs_bucket(nw->size) == k) {
+    tc_tree t = {e->root[k], 0};
+    tc_block *nb = below ? tree_prev(old) : tree_next(old);
+    if (!nb || (below ? key_less(&t, nb, nw->stream, nw->size, nw->addr)
+                      : !key_less(&t, nb, nw->stream, nw->size, nw->addr))) {
+      tree_replace(&t, old, nw);
+      e->root[k] = t.root;
+      nw->bkt = (uint16_t)k;
+      return;
+    }
+  }
+  bs_erase(old);
+  bs_insert(a, nw);
+}
+
+/* torch's insert_into_blocks: the GC age starts now. */
+static inline void pool_insert(tc_alloc *a, tc_pool *p, tc_block *b) {
+  b->gc_base = p->gc_calls;
+  bs_insert(a, b);
+}
+
+/* ------------------------------------------------------------------ */
+/* blockmap.c: allocated blocks by address                              */
+
+static inline size_t ht_home(const tc_alloc *a, uint64_t key) {
+  return (size_t)(((key >> 9) * 0x9E3779B97F4A7C15ull) >> (64 - a->ht_bits));
+}
+
+/* A deleted slot. Deletion leaves a tombstone instead of shifting the
+ * cluster back: the shift's loop (a home computed per moved entry, exits
+ * at random) was a large part of a mixed-size free+alloc. Keys are block
+ * addresses, never 0 (empty) or 1. Puts reuse tombstones; ht_reserve
+ * rebuilds the table when live entries and tombstones reach 70%, so a
+ * probe always ends at an empty slot. */
+#define HT_TOMB ((uint64_t)1)
+
+/* The slot holding key, or SIZE_MAX. */
+static inline size_t ht_slot(const tc_alloc *a, uint64_t key) {
+  if (key <= HT_TOMB) return SIZE_MAX;
+  size_t mask = a->ht_cap - 1, i = ht_home(a, key);
+  for (;;) {
+    uint64_t k = a->ht[i].key;
+    if (k == key) return i;
+    if (!k) return SIZE_MAX;
+    i = (i + 1) & mask;
+  }
+}
+
+static inline tc_block *ht_find(const tc_alloc *a, uint64_t key) {
+  size_t i = ht_slot(a, key);
+  return i == SIZE_MAX ? NULL : a->ht[i].b;
+}
+
+static inline void ht_put(tc_alloc *a, uint64_t key, tc_block *b) {
+  size_t mask = a->ht_cap - 1, i = ht_home(a, key);
+  while (a->ht[i].key > HT_TOMB) i = (i + 1) & mask;
+  if (a->ht[i].key == HT_TOMB) a->ht_tombs--;
+  a->ht[i].key = key;
+  a->ht[i].b = b;
+  a->ht_len++;
+}
+
+/* One more put would pass 70% of the slots in use or dead. */
+static inline int ht_full(const tc_alloc *a) { return (a->ht_len + a->ht_tombs + 1) * 10 > a->ht_cap * 7; }
+
+SLOW_PATH tcuda_status tc_ht_rebuild(tc_alloc *a);
+
+/* Before a put. */
+static inline tcuda_status ht_reserve(tc_alloc *a) { return ht_full(a) ? tc_ht_rebuild(a) : TCUDA_SUCCESS; }
+
+/* Delete slot i's entry (found by ht_slot). A slot before an empty one
+ * needs no tombstone: no probe passes through it. */
+static inline void ht_del_at(tc_alloc *a, size_t i) {
+  size_t mask = a->ht_cap - 1;
+  if (!a->ht[(i + 1) & mask].key) {
+    a->ht[i].key = 0;
+  } else {
+    a->ht[i].key = HT_TOMB;
+    a->ht_tombs++;
+  }
+  a->ht[i].b = NULL;
+  a->ht_len--;
+}
+
+/* ------------------------------------------------------------------ */
+/* lock.c: the lock, and combining of contended calls                   */
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+static inline int lk_try(tc_lock *l) {
+  int z = 0;
+  return atomic_load_explicit(&l->w, memory_order_relaxed) == 0 &&
+         atomic_compare_exchange_strong_explicit(&l->w, &z, 1, memory_order_acquire, memory_order_relaxed);
+}
+
+void tc_lk_lock_slow(tc_lock *l);
+
+static inline void lk_lock(tc_lock *l) {
+  if (!lk_try(l)) tc_lk_lock_slow(l);
+}
+
+static inline void lk_unlock(tc_lock *l) {
+  if (atomic_exchange_explicit(&l->w, 0, memory_order_release) == 2) {
+#ifdef __linux__
+    syscall(SYS_futex, &l->w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+#endif
+  }
+}
+
+/* A published request: one slot per thread (threads share slots modulo
+ * TC_REQ_SLOTS). */
+#define TC_REQ_SLOTS 64
+enum { RQ_FREE, RQ_OWNED, RQ_PENDING, RQ_DONE };
+enum { OP_MALLOC, OP_FREE };
+
+typedef struct tc_req {
+  _Alignas(64) atomic_int state;
+  int op, outcome; /* outcome 1: done; 0: the caller must take the lock */
+  uint64_t size, stream, addr;
+} tc_req;
+
+void tc_serve(tc_alloc *a);
+int tc_combine(tc_alloc *a, int op, uint64_t size, uint64_t stream, uint64_t addr, uint64_t *out);
+
+static inline void unlock_serving(tc_alloc *a) {
+  if (atomic_load_explicit(&a->pending, memory_order_relaxed)) tc_serve(a);
+  lk_unlock(&a->mu);
+}
+
+/* Take the lock, or have the current holder run the request: 1 when it
+ * was run for us (done), 0 with the lock held. */
+static inline int lock_or_combine(tc_alloc *a, int op, uint64_t size, uint64_t stream, uint64_t addr,
+                                  uint64_t *out) {
+  if (lk_try(&a->mu)) return 0;
+  if (tc_combine(a, op, size, stream, addr, out)) return 1;
+  lk_lock(&a->mu);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* pools.c: pools and private pools                                     */
+
+void tc_pools_init(tc_pool *small, tc_pool *large, tc_ppool *owner);
+void tc_pools_destroy(tc_pool *small, tc_pool *large);
+tcuda_status tc_release_freeable_pools(tc_alloc *a);
+
+/* ------------------------------------------------------------------ */
+/* expandable.c: expandable segments                                    */
+
+int tc_try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, uint64_t size, tc_block **out,
+                               tcuda_status *err);
+tcuda_status tc_unmap_block(tc_alloc *a, tc_block *b);
+tcuda_status tc_release_expandable_segment(tc_alloc *a, tc_block *b);
+
+/* ------------------------------------------------------------------ */
+/* events.c: record_stream's events                                     */
+
+SLOW_PATH tcuda_status tc_poll_events(tc_alloc *a);
+
+static inline tcuda_status process_events(tc_alloc *a) {
+  return a->ndeferred || a->nevq ? tc_poll_events(a) : TCUDA_SUCCESS;
+}
+
+tcuda_status tc_synchronize_and_free_events(tc_alloc *a);
+tcuda_status tc_insert_events(tc_alloc *a, tc_block *b);
+
+/* ------------------------------------------------------------------ */
+/* policy.c: block structs, segments, merges, malloc and free           */
+
+SLOW_PATH tcuda_status tc_add_slabs(tc_alloc *a, size_t n);
+
+/* At least n block structs on the free list. Here, in ht_reserve and in
+ * process_events the test is inline, so a warm malloc makes no call; the
+ * work behind it is SLOW_PATH, as inlined into the malloc it slowed the
+ * cached pair down. */
+static inline tcuda_status reserve_blocks(tc_alloc *a, size_t n) {
+  return a->nfree >= n ? TCUDA_SUCCESS : tc_add_slabs(a, n);
+}
+
+/* Callers reserve first, so this cannot fail. */
+static inline tc_block *new_block(tc_alloc *a, tc_seg *seg, uint64_t addr, uint64_t size) {
+  tc_block *b = a->freelist;
+  a->freelist = b->next;
+  a->nfree--;
+  /* every field by hand: a memset of the whole struct showed in profiles */
+  b->addr = addr;
+  b->size = size;
+  b->requested = 0;
+  b->stream = seg->stream;
+  b->prev = b->next = NULL;
+  b->tl = b->tr = b->tp = NULL;
+  b->pool = seg->pool;
+  b->seg = seg;
+  b->gc_base = 0;
+  b->prio = 0;
+  b->event_count = 0;
+  b->allocated = 0;
+  b->mapped = 1;
+  b->bkt = 0;
+  b->nuses = 0;
+  b->capuses = 2;
+  b->uses = b->inl;
+  return b;
+}
+
+static inline void del_block(tc_alloc *a, tc_block *b) {
+  if (b->uses != b->inl) free(b->uses);
+  b->next = a->freelist;
+  a->freelist = b;
+  a->nfree++;
+}
+
+void tc_seg_link(tc_alloc *a, tc_seg *s);
+void tc_seg_unlink_free(tc_alloc *a, tc_seg *s);
+
+static inline int is_split(const tc_block *b) { return b->prev || b->next; }
+
+/* torch's try_merge_blocks: dst absorbs src; returns the size absorbed.
+ * With victim, the first absorbed block of the free tree is left there as
+ * *victim, for tc_free_block to hand its tree node to dst. */
+static inline uint64_t try_merge(tc_alloc *a, tc_block *dst, tc_block *src, tc_block **victim) {
+  if (!src || src->allocated || src->event_count > 0 || src->nuses || dst->mapped != src->mapped) return 0;
+  if (dst->prev == src) {
+    dst->addr = src->addr;
+    dst->prev = src->prev;
+    if (dst->prev) dst->prev->next = dst;
+    else dst->seg->head = dst;
+  } else {
+    dst->next = src->next;
+    if (dst->next) dst->next->prev = dst;
+  }
+  uint64_t sub = src->size;
+  dst->size += sub;
+  if (victim && src->mapped && !*victim) {
+    *victim = src;
+  } else {
+    if (src->mapped) bs_erase(src);
+    else tree_erase(&src->pool->unmapped, src);
+    del_block(a, src);
+  }
+  return sub;
+}
+
+void tc_free_block(tc_alloc *a, tc_block *b);
+int tc_run_fast(tc_alloc *a, tc_req *r);
+tcuda_status tc_release_blocks(tc_alloc *a, tc_pool *pool);
+
+#endif
