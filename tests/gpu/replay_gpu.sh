@@ -5,7 +5,8 @@
 # identical stats AND segments (the policy is the same code, only the
 # backend differs). Against PyTorch's recording (where one exists) and the
 # simulator's driver model, the stats that follow from the requests alone
-# must agree (compare_replay.py --placement-free); the counters that depend
+# must agree (compare_replay.py --placement-free: block counts and requested
+# bytes); the counters that depend
 # on where the driver put segments are reported. Traces under a memory
 # fraction are reported only: their OOMs follow from placement.
 # Traces: tests/data/torch/*.trace, tests/data/replay/*.trace and random
