@@ -126,6 +126,7 @@ static void expandable_on(void) {
    * device's free memory is taken as the baseline */
   void *w = NULL;
   CHECK_OK(tcuda_malloc(&w, 30 * MiB));
+  CHECK(fill_and_check(w, 30 * MiB, 0)); /* and the memset and copy the tests use */
   CHECK_OK(tcuda_free(w));
   CHECK_OK(tcuda_empty_cache());
 }
