@@ -11,8 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const g_names[TC_FAULT_NPOINTS] = {
+static const char *const g_names[] = {
     "segment_alloc", "mem_create", "mem_map", "alloc_event_record", "event_record", "stream_create", "nccl_init"};
+_Static_assert(sizeof g_names / sizeof *g_names == TC_FAULT_NPOINTS, "a name for every fault point");
 
 /* Each hit takes a unique number from `seen`, so the window decides every
  * hit exactly once however many threads pass. */
