@@ -229,6 +229,8 @@ tcuda_status tcuda_record_stream(void *ptr, tcuda_stream_t stream) {
 tcuda_status tcuda_empty_cache(void) {
   static const char *F = "tcuda_empty_cache";
   int n = atomic_load_explicit(&g_nmax, memory_order_acquire);
+  /* allocators but no CUDA: a child forked after init, which must not cudaFree */
+  if (n && !tcuda_is_initialized()) return tc_lazy_init(F);
   tcuda_status first = TCUDA_SUCCESS;
   TC_ANNOTATE_BEGIN("tcuda_empty_cache");
   for (int d = 0; d < n; d++) {

@@ -5,6 +5,7 @@
  * runs on the device it is given, under a device guard. */
 #include "alloc/alloc.h"
 #include "core/core.h"
+#include "core/fault.h"
 #include <cuda.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -101,7 +102,7 @@ static tcuda_status cuda_segment_alloc(void *ctx, int device, uint64_t size, uin
   tcuda_status s = dev_begin(&d, device);
   if (s) return s;
   void *p = NULL;
-  cudaError_t e = cudaMalloc(&p, (size_t)size);
+  cudaError_t e = TC_FAULT(TC_FAULT_SEGMENT_ALLOC) ? cudaErrorMemoryAllocation : cudaMalloc(&p, (size_t)size);
   dev_end(&d);
   if (e == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError(); /* forgive it, as torch does; the policy writes the OOM message */
@@ -186,12 +187,12 @@ static tcuda_status cuda_map(void *ctx, int device, uint64_t addr, uint64_t size
   const char *call = NULL;
   for (; done < size; done += gran) {
     CUmemGenericAllocationHandle h = 0;
-    r = drv.create(&h, gran, &prop, 0);
+    r = TC_FAULT(TC_FAULT_MEM_CREATE) ? CUDA_ERROR_OUT_OF_MEMORY : drv.create(&h, gran, &prop, 0);
     if (r != CUDA_SUCCESS) {
       call = "cuMemCreate";
       break;
     }
-    r = drv.map((CUdeviceptr)(addr + done), gran, 0, h, 0);
+    r = TC_FAULT(TC_FAULT_MEM_MAP) ? CUDA_ERROR_INVALID_VALUE : drv.map((CUdeviceptr)(addr + done), gran, 0, h, 0);
     drv.release(h);
     if (r != CUDA_SUCCESS) {
       call = "cuMemMap";
@@ -272,7 +273,8 @@ static tcuda_status cuda_event_record(void *ctx, int device, uint64_t stream, vo
       return tc_cuda_error(ce, F, "cudaEventCreateWithFlags");
     }
   }
-  cudaError_t ce = cudaEventRecord(e->ev, (cudaStream_t)(uintptr_t)stream);
+  cudaError_t ce = TC_FAULT(TC_FAULT_ALLOC_EVENT) ? cudaErrorInvalidResourceHandle
+                                                  : cudaEventRecord(e->ev, (cudaStream_t)(uintptr_t)stream);
   dev_end(&d);
   if (ce != cudaSuccess) {
     s = tc_cuda_error(ce, F, "cudaEventRecord");

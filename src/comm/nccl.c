@@ -3,6 +3,7 @@
  * multi-process communicator API. */
 #include "comm/comm_impl.h"
 #include "stream/stream.h"
+#include "core/fault.h"
 #include <nccl.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -75,7 +76,7 @@ static tcuda_status get_comms(const char *F, int n, const int *devs, ncclComm_t 
   } else if (!c || !c->devs || !c->comms) {
     s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
   } else {
-    ncclResult_t r = init_all(c->comms, n, devs);
+    ncclResult_t r = TC_FAULT(TC_FAULT_NCCL_INIT) ? ncclUnhandledCudaError : init_all(c->comms, n, devs);
     if (r != ncclSuccess) s = nccl_fail(F, "ncclCommInitAll", r);
   }
   if (s) {
@@ -198,7 +199,7 @@ tcuda_status tcuda_comm_init_rank(int nranks, const tcuda_comm_unique_id_t *id, 
   int saved;
   s = tc_on_device_begin(F, device, &saved);
   if (s) { free(c); return s; }
-  ncclResult_t r = init(&c->comm, nranks, u, rank);
+  ncclResult_t r = TC_FAULT(TC_FAULT_NCCL_INIT) ? ncclUnhandledCudaError : init(&c->comm, nranks, u, rank);
   tc_on_device_end(saved);
   if (r != ncclSuccess) { free(c); return nccl_fail(F, "ncclCommInitRank", r); }
   c->rank = rank;

@@ -2,6 +2,7 @@
  * sync and IPC, plus the stream operations built on events. Follows
  * ATen's CUDAEvent and torch.cuda.Event. */
 #include "stream.h"
+#include "core/fault.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -121,13 +122,14 @@ static tcuda_status record_on(const char *F, tcuda_event_t *e, tcuda_stream_t st
    * legacy default stream (NULL) means "the current device's" and does. */
   cudaEvent_t h = ev_get(e);
   if (h && !names_current_device(st.handle) && e->device == st.device) {
-    cudaError_t err = cudaEventRecord(h, st.handle);
+    cudaError_t err = TC_FAULT(TC_FAULT_EVENT_RECORD) ? cudaErrorInvalidResourceHandle : cudaEventRecord(h, st.handle);
     return err == cudaSuccess ? TCUDA_SUCCESS : tc_cuda_error(err, F, "cudaEventRecord");
   }
   int saved;
   tcuda_status s = ensure_created(F, e, st.device, 1);
   if (s || (s = tc_on_device_begin(F, st.device, &saved))) return s;
-  cudaError_t err = cudaEventRecord(ev_get(e), st.handle);
+  cudaError_t err =
+      TC_FAULT(TC_FAULT_EVENT_RECORD) ? cudaErrorInvalidResourceHandle : cudaEventRecord(ev_get(e), st.handle);
   tc_on_device_end(saved);
   if (err != cudaSuccess) return tc_cuda_error(err, F, "cudaEventRecord");
   return TCUDA_SUCCESS;

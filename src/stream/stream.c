@@ -2,6 +2,7 @@
  * stream, the per-thread current stream and the stream guard. Follows c10's
  * CUDAStream and torch.cuda.Stream. */
 #include "stream.h"
+#include "core/fault.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -133,7 +134,9 @@ static tcuda_status pool_create(const char *F, int device, pool_t *p) {
   cudaError_t e = cudaSuccess;
   for (; made < n; made++) {
     int level = made / TC_STREAMS_PER_POOL, slot = made % TC_STREAMS_PER_POOL;
-    e = cudaStreamCreateWithPriority(&p->streams[level][slot], cudaStreamNonBlocking, -level);
+    e = TC_FAULT(TC_FAULT_STREAM_CREATE)
+            ? cudaErrorMemoryAllocation
+            : cudaStreamCreateWithPriority(&p->streams[level][slot], cudaStreamNonBlocking, -level);
     if (e != cudaSuccess) break;
   }
   if (e != cudaSuccess) {
@@ -221,7 +224,8 @@ tcuda_status tcuda_stream_create(int device, int priority, unsigned flags, tcuda
   cudaStream_t h = NULL;
   cudaError_t e = cudaErrorUnknown;
   if (!(s = tc_on_device_begin(F, device, &saved))) {
-    e = cudaStreamCreateWithPriority(&h, flags, priority);
+    e = TC_FAULT(TC_FAULT_STREAM_CREATE) ? cudaErrorMemoryAllocation
+                                         : cudaStreamCreateWithPriority(&h, flags, priority);
     tc_on_device_end(saved);
   }
   if (!s && e == cudaSuccess) {
