@@ -4,7 +4,7 @@
  * ConfigTokenizer does. Unlike torch we are strict about numbers ("100abc"
  * and "-5" are errors, where stoi would accept them), because a silently
  * misread option is worse than a refusal. */
-#include "alloc/alloc.h"
+#include "alloc/config.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
