@@ -407,31 +407,6 @@ tcuda_status tcuda_allocator_set_config(const char *conf) {
   return s;
 }
 
-/* The effective settings as a config string that parses back to them. */
-static void format_config(const tc_alloc_config *c, char *buf, size_t n) {
-  size_t len = 0;
-#define PUT(...) len += (size_t)snprintf(buf + len, len < n ? n - len : 0, __VA_ARGS__)
-  PUT("backend:native");
-  if (c->max_split_size != UINT64_MAX) PUT(",max_split_size_mb:%llu", (unsigned long long)(c->max_split_size >> 20));
-  PUT(",max_non_split_rounding_mb:%llu", (unsigned long long)(c->max_non_split_rounding_size >> 20));
-  int uniform = 1, any = 0;
-  for (int k = 0; k < TC_ROUNDUP_SLOTS; k++) {
-    uniform &= c->roundup_power2_divisions[k] == c->roundup_power2_divisions[0];
-    any |= c->roundup_power2_divisions[k] != 0;
-  }
-  if (any && uniform) {
-    PUT(",roundup_power2_divisions:%u", c->roundup_power2_divisions[0]);
-  } else if (any) {
-    PUT(",roundup_power2_divisions:[");
-    for (int k = 0; k < TC_ROUNDUP_SLOTS; k++) PUT("%s%u:%u", k ? "," : "", 1u << k, c->roundup_power2_divisions[k]);
-    PUT("]");
-  }
-  if (c->garbage_collection_threshold > 0) PUT(",garbage_collection_threshold:%.17g", c->garbage_collection_threshold);
-  PUT(",expandable_segments:%s", c->expandable_segments ? "True" : "False");
-  PUT(",release_lock_on_cudamalloc:%s", c->release_lock_on_cudamalloc ? "True" : "False");
-#undef PUT
-}
-
 tcuda_status tcuda_allocator_get_config(char **out) {
   static const char *F = "tcuda_allocator_get_config";
   TC_CHECK_ARG(F, out != NULL, "out");
@@ -440,7 +415,7 @@ tcuda_status tcuda_allocator_get_config(char **out) {
   load_cfg_locked();
   tcuda_status s = TCUDA_SUCCESS;
   if (g_cfg_state < 0) s = tc_error(g_cfg_status, "%s: %s", F, g_cfg_err);
-  else format_config(&g_cfg, buf, sizeof buf);
+  else tc_alloc_config_format(&g_cfg, buf, sizeof buf);
   pthread_mutex_unlock(&g_mu);
   if (s) return s;
   if (!(*out = strdup(buf))) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
