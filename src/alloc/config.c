@@ -330,3 +330,31 @@ size_t tc_alloc_config_format(const tc_alloc_config *cfg, char *buf, size_t n) {
 #undef PUT
   return len;
 }
+
+const tc_config_key *tc_alloc_config_snapshot_key(int pos) {
+  for (size_t k = 0; pos > 0 && k < tc_alloc_config_nkeys; k++)
+    if (tc_alloc_config_keys[k].snapshot == pos) return &tc_alloc_config_keys[k];
+  return NULL;
+}
+
+int64_t tc_alloc_config_int(const tc_alloc_config *cfg, const tc_config_key *d, int slot) {
+  if (d->field == TC_KEY_IGNORED) return d->kind == TC_KEY_THREADS ? 1 : 0;
+  const void *field = (const char *)cfg + d->field;
+  switch (d->kind) {
+  case TC_KEY_MB: {
+    uint64_t v = *(const uint64_t *)field;
+    return v == UINT64_MAX ? -1 : (int64_t)v; /* torch's int64 of its SIZE_MAX */
+  }
+  case TC_KEY_BOOL: return *(const int *)field != 0;
+  case TC_KEY_DIVISIONS: return slot >= 0 && slot < TC_ROUNDUP_SLOTS ? ((const unsigned *)field)[slot] : 0;
+  case TC_KEY_FRACTION: /* tc_alloc_config_real */
+  case TC_KEY_BACKEND:
+  case TC_KEY_THREADS: break;
+  }
+  return 0;
+}
+
+double tc_alloc_config_real(const tc_alloc_config *cfg, const tc_config_key *d) {
+  if (d->field == TC_KEY_IGNORED || d->kind != TC_KEY_FRACTION) return 0;
+  return *(const double *)((const char *)cfg + d->field);
+}

@@ -115,4 +115,13 @@ tcuda_status tc_alloc_config_update(const char *source, const char *conf, tc_all
  * Writes at most n bytes, NUL included; returns the length it needed. */
 size_t tc_alloc_config_format(const tc_alloc_config *cfg, char *buf, size_t n);
 
+/* For the snapshot's allocator_settings: the key at position pos (1, 2, ...)
+ * there, NULL past the last; and a key's value as torch reports it: MB keys
+ * in bytes (-1 when unset), booleans 0 or 1, slot `slot` of the divisions,
+ * fractions through _real; a key tcuda ignores gives torch's default
+ * (False, 1 thread). */
+const tc_config_key *tc_alloc_config_snapshot_key(int pos);
+int64_t tc_alloc_config_int(const tc_alloc_config *cfg, const tc_config_key *d, int slot);
+double tc_alloc_config_real(const tc_alloc_config *cfg, const tc_config_key *d);
+
 #endif

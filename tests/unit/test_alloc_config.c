@@ -230,6 +230,15 @@ static void test_key_table_round_trip(void) {
     }
     if (tc_failures != before) fprintf(stderr, "  (key %s: '%s' -> '%s')\n", d->key, conf, text);
   }
+  /* The snapshot's positions run 1..N, each once (the writer stops at a gap). */
+  int reported = 0;
+  for (size_t k = 0; k < tc_alloc_config_nkeys; k++) reported += tc_alloc_config_keys[k].snapshot > 0;
+  for (int pos = 1; pos <= reported; pos++) {
+    int rows = 0;
+    for (size_t k = 0; k < tc_alloc_config_nkeys; k++) rows += tc_alloc_config_keys[k].snapshot == pos;
+    CHECK_EQ_INT(rows, 1);
+  }
+  CHECK(tc_alloc_config_snapshot_key(reported) && !tc_alloc_config_snapshot_key(reported + 1));
   /* One row per key: no key or alias appears twice. */
   for (size_t i = 0; i < tc_alloc_config_nkeys; i++)
     for (size_t j = i + 1; j < tc_alloc_config_nkeys; j++) {
