@@ -1,5 +1,5 @@
 /* The caching allocator's internal contract: tc_alloc_* (policy.c), the
- * process's per-device allocators (api.c), OOM observers, reports.
+ * process's per-device allocators (api.c), reports. Event hooks: hooks.h.
  *
  * The policy (policy.c) is pure C: it includes no CUDA header and touches
  * device memory only through a tc_backend (backend.h). Its settings are a
@@ -104,15 +104,6 @@ int tc_alloc_captures_underway(tc_alloc *a);
 /* The allocator of *device (-1: current, resolved in place), made on first
  * use; errors name func. */
 tcuda_status tc_alloc_of_device(const char *func, int *device, tc_alloc **out);
-
-/* ---- out-of-memory observers (oom.c) ---- */
-/* Tell the observers (public and internal) that an allocation of
- * `requested` bytes on `device` ran out of memory. Call outside every
- * allocator lock. Keeps the thread's error status and message. */
-void tc_oom_notify(int device, size_t requested);
-/* Internal hooks (e.g. snapshot-on-OOM), called before public observers.
- * Up to 8; adding one twice is a no-op. */
-tcuda_status tc_oom_internal_hook(void (*fn)(int device, size_t requested));
 
 /* ---- reports (report.c): pure functions of stats and snapshots ---- */
 /* PyTorch's memory_summary() text with the tcuda title. Caller frees. */

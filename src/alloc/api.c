@@ -8,6 +8,7 @@
 #include "core/annotate.h"
 #include "alloc/history.h"
 #include "alloc/alloc.h"
+#include "alloc/hooks.h"
 #include "core/core.h"
 #include "stream/stream.h"
 #include <pthread.h>
@@ -159,7 +160,7 @@ static tcuda_status do_malloc(const char *func, tc_alloc *a, size_t size, tcuda_
         snprintf(m, sizeof m, "%s", tcuda_last_error());
         s = tc_error(s, "%s%s", m, note);
       }
-      tc_oom_notify(tc_alloc_device(a), size);
+      tc_hooks_oom(a, tc_alloc_device(a), size);
     }
     return s;
   }

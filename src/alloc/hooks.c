@@ -1,14 +1,25 @@
-/* Out-of-memory observers: torch's attachOutOfMemoryObserver for C callers,
- * plus internal hooks for other tcuda layers (snapshot-on-OOM). Observers
- * run on the thread that hit the OOM, after the allocator's lock is
- * released, so they may call back into tcuda (stats, snapshots, frees). */
+/* The allocator's event hooks (hooks.h): internal hooks registered by the
+ * layers above, and torch's attachOutOfMemoryObserver for C callers.
+ * OOM hooks and observers run on the thread that hit the OOM, after the
+ * allocator's lock is released, so they may call back into tcuda (stats,
+ * snapshots, frees). */
+#include "alloc/hooks.h"
 #include "alloc/alloc.h"
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #define MAX_OBSERVERS 64
 #define MAX_HOOKS 8
+
+enum { HOOK_OOM, HOOK_KINDS };
+
+/* Internal hooks, by kind. Slots fill in order and are never emptied, so a
+ * raiser walks them with atomic loads up to the first empty one and takes
+ * no lock. Stored as one function type, called as their own. */
+typedef void (*any_fn)(void);
+static _Atomic(any_fn) g_hooks[HOOK_KINDS][MAX_HOOKS];
 
 typedef struct observer {
   void (*fn)(void *user, int device, size_t requested, const tcuda_memory_stats_t *stats);
@@ -16,10 +27,28 @@ typedef struct observer {
   int id; /* 0: slot free */
 } observer;
 
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* registration and the observers */
 static observer g_obs[MAX_OBSERVERS];
 static int g_next_id = 1;
-static void (*g_hooks[MAX_HOOKS])(int, size_t);
+
+static tcuda_status add_hook(const char *func, int kind, any_fn fn) {
+  TC_CHECK_ARG(func, fn != NULL, "fn");
+  pthread_mutex_lock(&g_mu);
+  int k = 0;
+  any_fn cur = NULL;
+  while (k < MAX_HOOKS && (cur = atomic_load_explicit(&g_hooks[kind][k], memory_order_relaxed)) && cur != fn) k++;
+  if (k < MAX_HOOKS && !cur) atomic_store_explicit(&g_hooks[kind][k], fn, memory_order_release);
+  pthread_mutex_unlock(&g_mu);
+  if (k == MAX_HOOKS) return tc_error(TCUDA_ERROR_INVALID_STATE, "%s: %d hooks already", func, MAX_HOOKS);
+  return TCUDA_SUCCESS;
+}
+
+/* The kind's k-th hook, NULL past the last. */
+static any_fn hook_at(int kind, int k) {
+  return k < MAX_HOOKS ? atomic_load_explicit(&g_hooks[kind][k], memory_order_acquire) : NULL;
+}
+
+tcuda_status tc_hook_on_oom(tc_oom_hook fn) { return add_hook("tc_hook_on_oom", HOOK_OOM, (any_fn)fn); }
 
 tcuda_status tcuda_oom_observer_add(void (*fn)(void *user, int device, size_t requested,
                                                const tcuda_memory_stats_t *stats),
@@ -53,42 +82,25 @@ tcuda_status tcuda_oom_observer_remove(int id) {
   return TCUDA_SUCCESS;
 }
 
-tcuda_status tc_oom_internal_hook(void (*fn)(int device, size_t requested)) {
-  TC_CHECK_ARG("tc_oom_internal_hook", fn != NULL, "fn");
-  pthread_mutex_lock(&g_mu);
-  int k = 0, free_slot = -1;
-  for (; k < MAX_HOOKS && g_hooks[k] != fn; k++)
-    if (!g_hooks[k] && free_slot < 0) free_slot = k;
-  int ok = k < MAX_HOOKS || free_slot >= 0;
-  if (k == MAX_HOOKS && free_slot >= 0) g_hooks[free_slot] = fn;
-  pthread_mutex_unlock(&g_mu);
-  if (!ok) return tc_error(TCUDA_ERROR_INVALID_STATE, "tc_oom_internal_hook: %d hooks already", MAX_HOOKS);
-  return TCUDA_SUCCESS;
-}
-
-void tc_oom_notify(int device, size_t requested) {
+void tc_hooks_oom(tc_alloc *a, int device, size_t requested) {
   observer obs[MAX_OBSERVERS];
-  void (*hooks[MAX_HOOKS])(int, size_t);
-  int nobs = 0, nhooks = 0;
+  int nobs = 0;
   /* Copy under the lock, call without it: an observer may remove itself. */
   pthread_mutex_lock(&g_mu);
-  for (int k = 0; k < MAX_HOOKS; k++)
-    if (g_hooks[k]) hooks[nhooks++] = g_hooks[k];
   for (int k = 0; k < MAX_OBSERVERS; k++)
     if (g_obs[k].id) obs[nobs++] = g_obs[k];
   pthread_mutex_unlock(&g_mu);
-  if (!nobs && !nhooks) return;
+  if (!nobs && !hook_at(HOOK_OOM, 0)) return;
   /* The caller's OOM message must survive whatever the observers call. */
   tcuda_status saved = tcuda_last_status();
   static _Thread_local char msg[TC_ERRMSG_MAX];
   snprintf(msg, sizeof msg, "%s", tcuda_last_error());
-  for (int k = 0; k < nhooks; k++) hooks[k](device, requested);
+  any_fn fn;
+  for (int k = 0; (fn = hook_at(HOOK_OOM, k)); k++) ((tc_oom_hook)fn)(device, requested);
   if (nobs) {
     tcuda_memory_stats_t st;
-    tc_alloc *a = NULL;
-    int d = device;
     memset(&st, 0, sizeof st);
-    if (!tc_alloc_of_device("tc_oom_notify", &d, &a) && a) tc_alloc_get_stats(a, &st);
+    if (a) tc_alloc_get_stats(a, &st);
     for (int k = 0; k < nobs; k++) obs[k].fn(obs[k].user, device, requested, &st);
   }
   if (saved) tc_error(saved, "%s", msg);
