@@ -114,10 +114,4 @@ char *tc_report_stats_json(const tcuda_memory_stats_t *st);
  * stream_map(ctx, id) when given (replay prints trace stream numbers). */
 char *tc_report_snapshot_json(const tcuda_snapshot_t *s, int64_t (*stream_map)(void *, int64_t), void *ctx);
 
-/* IPC hooks in api.c (set by src/ipc.c): free_hook returns 1 when it parked
- * ptr (an exported block a consumer still uses); oom_hook frees released
- * parked blocks and returns how many, so the allocation can be retried. */
-extern int (*_Atomic tc_alloc_free_hook)(void *ptr);
-extern int (*_Atomic tc_alloc_oom_hook)(void);
-
 #endif

@@ -135,19 +135,11 @@ static int64_t stream_id_of(uint64_t handle) {
 
 /* ---- malloc / free ---- */
 
-/* IPC hooks (src/ipc.c installs them on the first export): a free of an
- * exported block still in use by a consumer is parked, and OOM first
- * collects parked blocks that consumers released, then retries once. */
-int (*_Atomic tc_alloc_free_hook)(void *ptr);
-int (*_Atomic tc_alloc_oom_hook)(void);
-
 static tcuda_status do_malloc(const char *func, tc_alloc *a, size_t size, tcuda_stream_t st, void **ptr) {
   uint64_t addr = 0, key = (uint64_t)(uintptr_t)st.handle;
   tcuda_status s = tc_alloc_malloc(a, size, key, &addr);
-  if (s == TCUDA_ERROR_OUT_OF_MEMORY) {
-    int (*collect)(void) = atomic_load_explicit(&tc_alloc_oom_hook, memory_order_acquire);
-    if (collect && collect() > 0) s = tc_alloc_malloc(a, size, key, &addr);
-  }
+  /* blocks the layers above hold back (IPC's parked ones) may be free now */
+  if (s == TCUDA_ERROR_OUT_OF_MEMORY && tc_hooks_reclaim() > 0) s = tc_alloc_malloc(a, size, key, &addr);
   if (s) {
     *ptr = NULL;
     s = prefixed(func, s);
@@ -198,8 +190,7 @@ tcuda_status tcuda_malloc_on(void **ptr, size_t size, int device, tcuda_stream_t
 tcuda_status tcuda_free(void *ptr) {
   static const char *F = "tcuda_free";
   if (!ptr) return TCUDA_SUCCESS;
-  int (*park)(void *) = atomic_load_explicit(&tc_alloc_free_hook, memory_order_acquire);
-  if (park && park(ptr)) return TCUDA_SUCCESS;
+  if (tc_hooks_free(ptr)) return TCUDA_SUCCESS; /* taken over (IPC parks an exported block) */
   int n = atomic_load_explicit(&g_nmax, memory_order_acquire);
   for (int d = 0; d < n; d++) {
     tc_alloc *a = atomic_load_explicit(&g_allocs[d], memory_order_acquire);

@@ -13,13 +13,14 @@
 #define MAX_OBSERVERS 64
 #define MAX_HOOKS 8
 
-enum { HOOK_OOM, HOOK_KINDS };
+enum { HOOK_RECLAIM, HOOK_OOM, HOOK_KINDS };
 
 /* Internal hooks, by kind. Slots fill in order and are never emptied, so a
  * raiser walks them with atomic loads up to the first empty one and takes
  * no lock. Stored as one function type, called as their own. */
 typedef void (*any_fn)(void);
 static _Atomic(any_fn) g_hooks[HOOK_KINDS][MAX_HOOKS];
+_Atomic(tc_free_hook) tc_hooks_free_slot;
 
 typedef struct observer {
   void (*fn)(void *user, int device, size_t requested, const tcuda_memory_stats_t *stats);
@@ -48,7 +49,27 @@ static any_fn hook_at(int kind, int k) {
   return k < MAX_HOOKS ? atomic_load_explicit(&g_hooks[kind][k], memory_order_acquire) : NULL;
 }
 
+tcuda_status tc_hook_on_free(tc_free_hook fn) {
+  TC_CHECK_ARG("tc_hook_on_free", fn != NULL, "fn");
+  pthread_mutex_lock(&g_mu);
+  tc_free_hook cur = atomic_load_explicit(&tc_hooks_free_slot, memory_order_relaxed);
+  if (!cur) atomic_store_explicit(&tc_hooks_free_slot, fn, memory_order_release);
+  pthread_mutex_unlock(&g_mu);
+  if (cur && cur != fn) return tc_error(TCUDA_ERROR_INVALID_STATE, "tc_hook_on_free: another free hook is set");
+  return TCUDA_SUCCESS;
+}
+
+tcuda_status tc_hook_on_reclaim(tc_reclaim_hook fn) {
+  return add_hook("tc_hook_on_reclaim", HOOK_RECLAIM, (any_fn)fn);
+}
 tcuda_status tc_hook_on_oom(tc_oom_hook fn) { return add_hook("tc_hook_on_oom", HOOK_OOM, (any_fn)fn); }
+
+int tc_hooks_reclaim(void) {
+  int freed = 0;
+  any_fn fn;
+  for (int k = 0; (fn = hook_at(HOOK_RECLAIM, k)); k++) freed += ((tc_reclaim_hook)fn)();
+  return freed;
+}
 
 tcuda_status tcuda_oom_observer_add(void (*fn)(void *user, int device, size_t requested,
                                                const tcuda_memory_stats_t *stats),
