@@ -6,7 +6,6 @@
  * by it; snapshots report stream ids (tcuda_stream_t.id), so the handles
  * seen by malloc are remembered with their ids. */
 #include "core/annotate.h"
-#include "alloc/history.h"
 #include "alloc/alloc.h"
 #include "alloc/hooks.h"
 #include "core/core.h"
@@ -62,7 +61,7 @@ static tcuda_status create_alloc(const char *func, int device, tc_alloc **out) {
       if (s) s = prefixed(func, s);
       else if ((s = tc_alloc_create(device, tc_backend_cuda(), &g_cfg, p.total_memory, &a))) s = prefixed(func, s);
       else {
-        tc_history_attach(a, device, stream_id_of); /* memory_record_history works on it */
+        tc_hooks_created(a, device, stream_id_of); /* history attaches: memory_record_history works on it */
         atomic_store_explicit(&g_allocs[device], a, memory_order_release);
         if (atomic_load(&g_nmax) < device + 1) atomic_store(&g_nmax, device + 1);
       }
@@ -143,17 +142,10 @@ static tcuda_status do_malloc(const char *func, tc_alloc *a, size_t size, tcuda_
   if (s) {
     *ptr = NULL;
     s = prefixed(func, s);
-    /* torch's OOM observers run on the real OOM path, not for >1 EB requests. */
-    if (s == TCUDA_ERROR_OUT_OF_MEMORY && (uint64_t)size < ((uint64_t)1 << 60)) {
-      /* TCUDA_OOM_SNAPSHOT: write a snapshot and name the file in the message */
-      const char *note = tc_history_on_oom(tc_alloc_device(a), size);
-      if (note && *note) {
-        char m[TC_ERRMSG_MAX];
-        snprintf(m, sizeof m, "%s", tcuda_last_error());
-        s = tc_error(s, "%s%s", m, note);
-      }
+    /* torch's OOM observers run on the real OOM path, not for >1 EB requests.
+     * A hook may add to the message (TCUDA_OOM_SNAPSHOT names its file). */
+    if (s == TCUDA_ERROR_OUT_OF_MEMORY && (uint64_t)size < ((uint64_t)1 << 60))
       tc_hooks_oom(a, tc_alloc_device(a), size);
-    }
     return s;
   }
   note_stream(key, st.id);

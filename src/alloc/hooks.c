@@ -1,5 +1,5 @@
-/* The allocator's event hooks (hooks.h): internal hooks registered by the
- * layers above, and torch's attachOutOfMemoryObserver for C callers.
+/* The allocator's event hooks (hooks.h): internal hooks that the layers
+ * above register, and torch's attachOutOfMemoryObserver for C callers.
  * OOM hooks and observers run on the thread that hit the OOM, after the
  * allocator's lock is released, so they may call back into tcuda (stats,
  * snapshots, frees). */
@@ -13,7 +13,7 @@
 #define MAX_OBSERVERS 64
 #define MAX_HOOKS 8
 
-enum { HOOK_RECLAIM, HOOK_OOM, HOOK_KINDS };
+enum { HOOK_CREATED, HOOK_RECLAIM, HOOK_OOM, HOOK_KINDS };
 
 /* Internal hooks, by kind. Slots fill in order and are never emptied, so a
  * raiser walks them with atomic loads up to the first empty one and takes
@@ -49,6 +49,10 @@ static any_fn hook_at(int kind, int k) {
   return k < MAX_HOOKS ? atomic_load_explicit(&g_hooks[kind][k], memory_order_acquire) : NULL;
 }
 
+tcuda_status tc_hook_on_created(tc_created_hook fn) {
+  return add_hook("tc_hook_on_created", HOOK_CREATED, (any_fn)fn);
+}
+
 tcuda_status tc_hook_on_free(tc_free_hook fn) {
   TC_CHECK_ARG("tc_hook_on_free", fn != NULL, "fn");
   pthread_mutex_lock(&g_mu);
@@ -63,6 +67,11 @@ tcuda_status tc_hook_on_reclaim(tc_reclaim_hook fn) {
   return add_hook("tc_hook_on_reclaim", HOOK_RECLAIM, (any_fn)fn);
 }
 tcuda_status tc_hook_on_oom(tc_oom_hook fn) { return add_hook("tc_hook_on_oom", HOOK_OOM, (any_fn)fn); }
+
+void tc_hooks_created(tc_alloc *a, int device, int64_t (*stream_id)(uint64_t key)) {
+  any_fn fn;
+  for (int k = 0; (fn = hook_at(HOOK_CREATED, k)); k++) ((tc_created_hook)fn)(a, device, stream_id);
+}
 
 int tc_hooks_reclaim(void) {
   int freed = 0;
@@ -117,7 +126,14 @@ void tc_hooks_oom(tc_alloc *a, int device, size_t requested) {
   static _Thread_local char msg[TC_ERRMSG_MAX];
   snprintf(msg, sizeof msg, "%s", tcuda_last_error());
   any_fn fn;
-  for (int k = 0; (fn = hook_at(HOOK_OOM, k)); k++) ((tc_oom_hook)fn)(device, requested);
+  for (int k = 0; (fn = hook_at(HOOK_OOM, k)); k++) {
+    const char *note = ((tc_oom_hook)fn)(device, requested);
+    if (note && *note) { /* the message carries it from now on */
+      size_t len = strlen(msg);
+      snprintf(msg + len, sizeof msg - len, "%s", note);
+      if (saved) tc_error(saved, "%s", msg);
+    }
+  }
   if (nobs) {
     tcuda_memory_stats_t st;
     memset(&st, 0, sizeof st);

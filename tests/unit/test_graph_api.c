@@ -168,11 +168,12 @@ static void self_removing(void *user, int device, size_t requested, const tcuda_
 }
 static int hook_calls, hook_order;
 static size_t hook_req;
-static void hook(int device, size_t requested) {
+static const char *hook(int device, size_t requested) {
   (void)device;
   hook_calls++;
   hook_req = requested;
   hook_order = ++g_order;
+  return NULL; /* nothing to add to the OOM message */
 }
 static void nop_obs(void *u, int d, size_t r, const tcuda_memory_stats_t *s) { (void)u, (void)d, (void)r, (void)s; }
 
