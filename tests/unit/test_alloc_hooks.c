@@ -7,6 +7,7 @@
 #include "harness.h"
 #include "alloc/alloc.h"
 #include "alloc/hooks.h"
+#include <pthread.h>
 #include <unistd.h>
 
 static int g_taken;
@@ -114,4 +115,36 @@ static void test_oom_notes(void) {
   CHECK_OK(tcuda_oom_observer_remove(id));
 }
 
-TC_MAIN(T(test_free_hook), T(test_reclaim_hooks), T(test_created_hooks), T(test_oom_notes))
+/* Registration while another thread raises: raisers take no lock, so they
+ * see each slot either empty or whole (the TSan build checks this). */
+static int r0(void) { return 0; }
+static int r1(void) { return 0; }
+static int r2(void) { return 0; }
+static int r3(void) { return 0; }
+static int r4(void) { return 0; }
+static int r5(void) { return 0; }
+static int r6(void) { return 0; }
+static void *register_some(void *arg) {
+  (void)arg;
+  tc_reclaim_hook fns[] = {r0, r1, r2, r3};
+  for (int i = 0; i < 4; i++) CHECK_OK(tc_hook_on_reclaim(fns[i]));
+  return NULL;
+}
+
+static void test_register_while_raising(void) {
+  pthread_t t;
+  CHECK_EQ_INT(pthread_create(&t, NULL, register_some, NULL), 0);
+  int freed = 0;
+  for (int i = 0; i < 20000; i++) freed += tc_hooks_reclaim();
+  pthread_join(t, NULL);
+  CHECK_EQ_INT(freed, 20000 * 2); /* reclaim_two, registered before, every time */
+  /* 8 of a kind at most: two more fit, the next is refused */
+  CHECK_OK(tc_hook_on_reclaim(r4));
+  CHECK_OK(tc_hook_on_reclaim(r5));
+  CHECK_ERR(tc_hook_on_reclaim(r6), TCUDA_ERROR_INVALID_STATE, "tc_hook_on_reclaim: 8 hooks already");
+  CHECK_OK(tc_hook_on_reclaim(r5)); /* one it has: still a no-op */
+  CHECK_EQ_INT(tc_hooks_reclaim(), 2);
+}
+
+TC_MAIN(T(test_free_hook), T(test_reclaim_hooks), T(test_created_hooks), T(test_oom_notes),
+        T(test_register_while_raising))
