@@ -248,5 +248,36 @@ static void test_key_table_round_trip(void) {
     }
 }
 
+/* docs/allocator.md, where the tree has it, names every key and alias of
+ * the table (as `key`). */
+static void test_keys_documented(void) {
+  const char *data = getenv("TCUDA_TEST_DATA"); /* <source>/tests/data */
+  char path[1024];
+  snprintf(path, sizeof path, "%s/../../docs/allocator.md", data ? data : "tests/data");
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    printf("note: %s not found; key documentation not checked\n", path);
+    return;
+  }
+  static char doc[1 << 20];
+  size_t n = fread(doc, 1, sizeof doc - 1, f);
+  fclose(f);
+  doc[n] = 0;
+  for (size_t k = 0; k < tc_alloc_config_nkeys; k++) {
+    const tc_config_key *d = &tc_alloc_config_keys[k];
+    const char *names[2] = {d->key, d->alias};
+    for (int j = 0; j < 2; j++) {
+      if (!names[j]) continue;
+      char quoted[128];
+      snprintf(quoted, sizeof quoted, "`%s`", names[j]);
+      if (!strstr(doc, quoted)) {
+        fprintf(stderr, "docs/allocator.md does not name %s\n", quoted);
+        tc_failures++;
+      }
+    }
+  }
+}
+
 TC_MAIN(T(test_defaults), T(test_each_key), T(test_roundup_forms), T(test_bad_values), T(test_update_route),
-        T(test_env), T(test_key_table_round_trip))
+        T(test_env), T(test_key_table_round_trip),
+        T(test_keys_documented))
