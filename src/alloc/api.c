@@ -61,7 +61,7 @@ static tcuda_status create_alloc(const char *func, int device, tc_alloc **out) {
       if (s) s = prefixed(func, s);
       else if ((s = tc_alloc_create(device, tc_backend_cuda(), &g_cfg, p.total_memory, &a))) s = prefixed(func, s);
       else {
-        tc_hooks_created(a, device, stream_id_of); /* history attaches: memory_record_history works on it */
+        tc_hooks_created(a, device, stream_id_of); /* layers above attach to it (hooks.h) */
         atomic_store_explicit(&g_allocs[device], a, memory_order_release);
         if (atomic_load(&g_nmax) < device + 1) atomic_store(&g_nmax, device + 1);
       }
@@ -137,7 +137,7 @@ static int64_t stream_id_of(uint64_t handle) {
 static tcuda_status do_malloc(const char *func, tc_alloc *a, size_t size, tcuda_stream_t st, void **ptr) {
   uint64_t addr = 0, key = (uint64_t)(uintptr_t)st.handle;
   tcuda_status s = tc_alloc_malloc(a, size, key, &addr);
-  /* blocks the layers above hold back (IPC's parked ones) may be free now */
+  /* blocks that layers above hold back may be free now (hooks.h) */
   if (s == TCUDA_ERROR_OUT_OF_MEMORY && tc_hooks_reclaim() > 0) s = tc_alloc_malloc(a, size, key, &addr);
   if (s) {
     *ptr = NULL;
@@ -182,7 +182,7 @@ tcuda_status tcuda_malloc_on(void **ptr, size_t size, int device, tcuda_stream_t
 tcuda_status tcuda_free(void *ptr) {
   static const char *F = "tcuda_free";
   if (!ptr) return TCUDA_SUCCESS;
-  if (tc_hooks_free(ptr)) return TCUDA_SUCCESS; /* taken over (IPC parks an exported block) */
+  if (tc_hooks_free(ptr)) return TCUDA_SUCCESS; /* taken over by a layer above (hooks.h) */
   int n = atomic_load_explicit(&g_nmax, memory_order_acquire);
   for (int d = 0; d < n; d++) {
     tc_alloc *a = atomic_load_explicit(&g_allocs[d], memory_order_acquire);
