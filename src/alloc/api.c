@@ -6,9 +6,9 @@
  * by it; snapshots report stream ids (tcuda_stream_t.id), so the handles
  * seen by malloc are remembered with their ids. */
 #include "core/annotate.h"
-#include "inspect/history.h"
 #include "inspect/report.h"
 #include "alloc/alloc.h"
+#include "alloc/hooks.h"
 #include "core/core.h"
 #include "stream/stream.h"
 #include <pthread.h>
@@ -62,7 +62,7 @@ static tcuda_status create_alloc(const char *func, int device, tc_alloc **out) {
       if (s) s = prefixed(func, s);
       else if ((s = tc_alloc_create(device, tc_backend_cuda(), &g_cfg, p.total_memory, &a))) s = prefixed(func, s);
       else {
-        tc_history_attach(a, device, stream_id_of); /* memory_record_history works on it */
+        tc_hooks_created(a, device, stream_id_of); /* layers above attach to it (hooks.h) */
         atomic_store_explicit(&g_allocs[device], a, memory_order_release);
         if (atomic_load(&g_nmax) < device + 1) atomic_store(&g_nmax, device + 1);
       }
@@ -135,33 +135,18 @@ static int64_t stream_id_of(uint64_t handle) {
 
 /* ---- malloc / free ---- */
 
-/* IPC hooks (src/ipc.c installs them on the first export): a free of an
- * exported block still in use by a consumer is parked, and OOM first
- * collects parked blocks that consumers released, then retries once. */
-int (*_Atomic tc_alloc_free_hook)(void *ptr);
-int (*_Atomic tc_alloc_oom_hook)(void);
-
 static tcuda_status do_malloc(const char *func, tc_alloc *a, size_t size, tcuda_stream_t st, void **ptr) {
   uint64_t addr = 0, key = (uint64_t)(uintptr_t)st.handle;
   tcuda_status s = tc_alloc_malloc(a, size, key, &addr);
-  if (s == TCUDA_ERROR_OUT_OF_MEMORY) {
-    int (*collect)(void) = atomic_load_explicit(&tc_alloc_oom_hook, memory_order_acquire);
-    if (collect && collect() > 0) s = tc_alloc_malloc(a, size, key, &addr);
-  }
+  /* blocks that layers above hold back may be free now (hooks.h) */
+  if (s == TCUDA_ERROR_OUT_OF_MEMORY && tc_hooks_reclaim() > 0) s = tc_alloc_malloc(a, size, key, &addr);
   if (s) {
     *ptr = NULL;
     s = prefixed(func, s);
-    /* torch's OOM observers run on the real OOM path, not for >1 EB requests. */
-    if (s == TCUDA_ERROR_OUT_OF_MEMORY && (uint64_t)size < ((uint64_t)1 << 60)) {
-      /* TCUDA_OOM_SNAPSHOT: write a snapshot and name the file in the message */
-      const char *note = tc_history_on_oom(tc_alloc_device(a), size);
-      if (note && *note) {
-        char m[TC_ERRMSG_MAX];
-        snprintf(m, sizeof m, "%s", tcuda_last_error());
-        s = tc_error(s, "%s%s", m, note);
-      }
-      tc_oom_notify(tc_alloc_device(a), size);
-    }
+    /* torch's OOM observers run on the real OOM path, not for >1 EB requests.
+     * A hook may add to the message (TCUDA_OOM_SNAPSHOT names its file). */
+    if (s == TCUDA_ERROR_OUT_OF_MEMORY && (uint64_t)size < ((uint64_t)1 << 60))
+      tc_hooks_oom(a, tc_alloc_device(a), size);
     return s;
   }
   note_stream(key, st.id);
@@ -198,8 +183,7 @@ tcuda_status tcuda_malloc_on(void **ptr, size_t size, int device, tcuda_stream_t
 tcuda_status tcuda_free(void *ptr) {
   static const char *F = "tcuda_free";
   if (!ptr) return TCUDA_SUCCESS;
-  int (*park)(void *) = atomic_load_explicit(&tc_alloc_free_hook, memory_order_acquire);
-  if (park && park(ptr)) return TCUDA_SUCCESS;
+  if (tc_hooks_free(ptr)) return TCUDA_SUCCESS; /* taken over by a layer above (hooks.h) */
   int n = atomic_load_explicit(&g_nmax, memory_order_acquire);
   for (int d = 0; d < n; d++) {
     tc_alloc *a = atomic_load_explicit(&g_allocs[d], memory_order_acquire);
@@ -410,31 +394,6 @@ tcuda_status tcuda_allocator_set_config(const char *conf) {
   return s;
 }
 
-/* The effective settings as a config string that parses back to them. */
-static void format_config(const tc_alloc_config *c, char *buf, size_t n) {
-  size_t len = 0;
-#define PUT(...) len += (size_t)snprintf(buf + len, len < n ? n - len : 0, __VA_ARGS__)
-  PUT("backend:native");
-  if (c->max_split_size != UINT64_MAX) PUT(",max_split_size_mb:%llu", (unsigned long long)(c->max_split_size >> 20));
-  PUT(",max_non_split_rounding_mb:%llu", (unsigned long long)(c->max_non_split_rounding_size >> 20));
-  int uniform = 1, any = 0;
-  for (int k = 0; k < TC_ROUNDUP_SLOTS; k++) {
-    uniform &= c->roundup_power2_divisions[k] == c->roundup_power2_divisions[0];
-    any |= c->roundup_power2_divisions[k] != 0;
-  }
-  if (any && uniform) {
-    PUT(",roundup_power2_divisions:%u", c->roundup_power2_divisions[0]);
-  } else if (any) {
-    PUT(",roundup_power2_divisions:[");
-    for (int k = 0; k < TC_ROUNDUP_SLOTS; k++) PUT("%s%u:%u", k ? "," : "", 1u << k, c->roundup_power2_divisions[k]);
-    PUT("]");
-  }
-  if (c->garbage_collection_threshold > 0) PUT(",garbage_collection_threshold:%.17g", c->garbage_collection_threshold);
-  PUT(",expandable_segments:%s", c->expandable_segments ? "True" : "False");
-  PUT(",release_lock_on_cudamalloc:%s", c->release_lock_on_cudamalloc ? "True" : "False");
-#undef PUT
-}
-
 tcuda_status tcuda_allocator_get_config(char **out) {
   static const char *F = "tcuda_allocator_get_config";
   TC_CHECK_ARG(F, out != NULL, "out");
@@ -443,7 +402,7 @@ tcuda_status tcuda_allocator_get_config(char **out) {
   load_cfg_locked();
   tcuda_status s = TCUDA_SUCCESS;
   if (g_cfg_state < 0) s = tc_error(g_cfg_status, "%s: %s", F, g_cfg_err);
-  else format_config(&g_cfg, buf, sizeof buf);
+  else tc_alloc_config_format(&g_cfg, buf, sizeof buf);
   pthread_mutex_unlock(&g_mu);
   if (s) return s;
   if (!(*out = strdup(buf))) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);

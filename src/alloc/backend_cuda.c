@@ -3,7 +3,7 @@
  * cudaGetDriverEntryPoint, so there is no link to libcuda) for expandable
  * segments, and pooled disable-timing events for record_stream. Every call
  * runs on the device it is given, under a device guard. */
-#include "alloc/alloc.h"
+#include "alloc/backend.h"
 #include "core/core.h"
 #include "core/fault.h"
 #include <cuda.h>

@@ -9,7 +9,8 @@
  * existing chunk before a new chunk is made; a chunk goes when its last
  * allocation does. Best-fit ties in the allocator are broken by address, so
  * this order matters for exactness. */
-#include "alloc/alloc.h"
+#include "alloc/backend.h"
+#include "alloc/config.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>

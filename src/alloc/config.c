@@ -1,10 +1,11 @@
-/* TCUDA_ALLOC_CONF parsing: PyTorch's "key:value,key:value" syntax and keys.
+/* TCUDA_ALLOC_CONF: PyTorch's "key:value,key:value" syntax, parsed and
+ * written back through the key table (TC_ALLOC_CONFIG_KEYS in config.h).
  *
  * The tokenizer splits on , : [ ] and drops whitespace, as torch's
  * ConfigTokenizer does. Unlike torch we are strict about numbers ("100abc"
  * and "-5" are errors, where stoi would accept them), because a silently
  * misread option is worse than a refusal. */
-#include "alloc/alloc.h"
+#include "alloc/config.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,6 +20,12 @@ typedef struct {
   char tok[MAX_TOKENS][TOKEN_MAX];
   size_t n;
 } tokens;
+
+#define KEY_ROW(key, alias, kind, field, snapshot, snapshot_key, example, doc) \
+  {key, alias, TC_KEY_##kind, field, snapshot, snapshot_key, example, doc},
+const tc_config_key tc_alloc_config_keys[] = {TC_ALLOC_CONFIG_KEYS(KEY_ROW)};
+#undef KEY_ROW
+const size_t tc_alloc_config_nkeys = sizeof tc_alloc_config_keys / sizeof *tc_alloc_config_keys;
 
 void tc_alloc_config_default(tc_alloc_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
@@ -115,8 +122,8 @@ static tcuda_status parse_mb(const char *src, const tokens *t, size_t *i, const 
   return TCUDA_SUCCESS;
 }
 
-static tcuda_status parse_roundup(const char *src, const tokens *t, size_t *i, unsigned div[TC_ROUNDUP_SLOTS]) {
-  static const char *key = "roundup_power2_divisions";
+static tcuda_status parse_roundup(const char *src, const tokens *t, size_t *i, const char *key,
+                                  unsigned div[TC_ROUNDUP_SLOTS]) {
   tcuda_status s = value_at(src, t, i, key);
   if (s) return s;
   if (strcmp(t->tok[*i], "[")) {
@@ -166,6 +173,56 @@ static tcuda_status parse_roundup(const char *src, const tokens *t, size_t *i, u
   return TCUDA_SUCCESS;
 }
 
+static const tc_config_key *find_key(const char *key) {
+  for (size_t k = 0; k < tc_alloc_config_nkeys; k++) {
+    const tc_config_key *d = &tc_alloc_config_keys[k];
+    if (!strcmp(key, d->key) || (d->alias && !strcmp(key, d->alias))) return d;
+  }
+  return NULL;
+}
+
+/* The value of key d (spelt `key`) at t->tok[*i + 2], into cfg. */
+static tcuda_status parse_value(const char *src, const tokens *t, size_t *i, const char *key, const tc_config_key *d,
+                                tc_alloc_config *cfg) {
+  union {
+    uint64_t mb;
+    double fraction;
+    unsigned div[TC_ROUNDUP_SLOTS];
+    int flag;
+  } ignored; /* where a key tcuda ignores is parsed to */
+  void *field = d->field == TC_KEY_IGNORED ? (void *)&ignored : (char *)cfg + d->field;
+  tcuda_status s;
+  switch (d->kind) {
+  case TC_KEY_MB:
+    return parse_mb(src, t, i, key, (uint64_t *)field);
+  case TC_KEY_FRACTION: {
+    double v = 0;
+    if ((s = value_at(src, t, i, key))) return s;
+    if (!parse_double(t->tok[*i], &v) || !(v > 0.0 && v < 1.0))
+      return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: expected a number in (0, 1), got '%s'", src, key, t->tok[*i]);
+    *(double *)field = v;
+    return TCUDA_SUCCESS;
+  }
+  case TC_KEY_DIVISIONS:
+    return parse_roundup(src, t, i, key, (unsigned *)field);
+  case TC_KEY_BOOL:
+    return parse_bool(src, t, i, key, (int *)field);
+  case TC_KEY_BACKEND:
+    if ((s = value_at(src, t, i, key))) return s;
+    if (strcmp(t->tok[*i], "native"))
+      return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: only 'native' is supported, got '%s'", src, key, t->tok[*i]);
+    return TCUDA_SUCCESS;
+  case TC_KEY_THREADS: {
+    uint64_t v;
+    if ((s = value_at(src, t, i, key))) return s;
+    if (!parse_u64(t->tok[*i], &v) || !is_pow2(v) || v > 128)
+      return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: expected a power of 2 <= 128, got '%s'", src, key, t->tok[*i]);
+    return TCUDA_SUCCESS;
+  }
+  }
+  return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: no parser for this key", src, key);
+}
+
 /* Parse onto *cfg in place; the caller keeps a copy for rollback. */
 static tcuda_status parse_into(const char *src, const char *conf, tc_alloc_config *cfg) {
   tokens *t = (tokens *)malloc(sizeof *t);
@@ -173,43 +230,13 @@ static tcuda_status parse_into(const char *src, const char *conf, tc_alloc_confi
   tcuda_status s = lex(src, conf, t);
   for (size_t i = 0; !s && i < t->n; i++) {
     const char *key = t->tok[i];
-    int ignored;
-    if (!strcmp(key, "max_split_size_mb")) {
-      s = parse_mb(src, t, &i, key, &cfg->max_split_size);
-    } else if (!strcmp(key, "max_non_split_rounding_mb")) {
-      s = parse_mb(src, t, &i, key, &cfg->max_non_split_rounding_size);
-    } else if (!strcmp(key, "garbage_collection_threshold")) {
-      s = value_at(src, t, &i, key);
-      double v = 0;
-      if (!s && (!parse_double(t->tok[i], &v) || !(v > 0.0 && v < 1.0)))
-        s = tc_error(TCUDA_ERROR_CONFIG, "%s: %s: expected a number in (0, 1), got '%s'", src, key, t->tok[i]);
-      if (!s) cfg->garbage_collection_threshold = v;
-    } else if (!strcmp(key, "roundup_power2_divisions")) {
-      s = parse_roundup(src, t, &i, cfg->roundup_power2_divisions);
-    } else if (!strcmp(key, "expandable_segments")) {
-      s = parse_bool(src, t, &i, key, &cfg->expandable_segments);
-    } else if (!strcmp(key, "release_lock_on_cudamalloc") || !strcmp(key, "release_lock_on_hipmalloc")) {
-      s = parse_bool(src, t, &i, key, &cfg->release_lock_on_cudamalloc);
-    } else if (!strcmp(key, "backend")) {
-      s = value_at(src, t, &i, key);
-      if (!s && strcmp(t->tok[i], "native"))
-        s = tc_error(TCUDA_ERROR_CONFIG, "%s: backend: only 'native' is supported, got '%s'", src, t->tok[i]);
-    } else if (!strcmp(key, "pinned_use_cuda_host_register") || !strcmp(key, "pinned_use_hip_host_register") ||
-               !strcmp(key, "pinned_use_background_threads") ||
-               !strcmp(key, "graph_capture_record_stream_reuse")) {
-      /* Accepted by torch; they steer its host allocator or graph capture,
-       * which this allocator does not have. Validated, then ignored. */
-      s = parse_bool(src, t, &i, key, &ignored);
-    } else if (!strcmp(key, "pinned_num_register_threads")) {
-      s = value_at(src, t, &i, key);
-      uint64_t v;
-      if (!s && (!parse_u64(t->tok[i], &v) || !is_pow2(v) || v > 128))
-        s = tc_error(TCUDA_ERROR_CONFIG, "%s: %s: expected a power of 2 <= 128, got '%s'", src, key, t->tok[i]);
-    } else if (!strcmp(key, ",") || !strcmp(key, ":") || !strcmp(key, "[") || !strcmp(key, "]")) {
+    const tc_config_key *d = find_key(key);
+    if (d)
+      s = parse_value(src, t, &i, key, d, cfg);
+    else if (!strcmp(key, ",") || !strcmp(key, ":") || !strcmp(key, "[") || !strcmp(key, "]"))
       s = tc_error(TCUDA_ERROR_CONFIG, "%s: expected a key, got '%s'", src, key);
-    } else {
+    else
       s = tc_error(TCUDA_ERROR_CONFIG, "%s: unknown key '%s'", src, key);
-    }
     if (!s && i + 1 < t->n) {
       if (strcmp(t->tok[i + 1], ","))
         s = tc_error(TCUDA_ERROR_CONFIG, "%s: %s: expected ',' after the value, got '%s'", src, key, t->tok[i + 1]);
@@ -262,4 +289,72 @@ tcuda_status tc_alloc_config_from_env(tc_alloc_config *cfg) {
     if (v) return tc_alloc_config_parse_named(vars[k], v, cfg);
   }
   return tc_alloc_config_parse_named("TCUDA_ALLOC_CONF", NULL, cfg);
+}
+
+size_t tc_alloc_config_format(const tc_alloc_config *cfg, char *buf, size_t n) {
+  size_t len = 0;
+#define PUT(...) len += (size_t)snprintf(buf + len, len < n ? n - len : 0, __VA_ARGS__)
+  for (size_t k = 0; k < tc_alloc_config_nkeys; k++) {
+    const tc_config_key *d = &tc_alloc_config_keys[k];
+    const char *sep = len ? "," : "";
+    if (d->kind == TC_KEY_BACKEND) {
+      PUT("%s%s:native", sep, d->key);
+      continue;
+    }
+    if (d->field == TC_KEY_IGNORED) continue; /* tcuda keeps no value for it */
+    const void *field = (const char *)cfg + d->field;
+    if (d->kind == TC_KEY_MB) {
+      uint64_t v = *(const uint64_t *)field;
+      if (v != UINT64_MAX) PUT("%s%s:%llu", sep, d->key, (unsigned long long)(v / MIB));
+    } else if (d->kind == TC_KEY_FRACTION) {
+      double v = *(const double *)field;
+      if (v > 0) PUT("%s%s:%.17g", sep, d->key, v);
+    } else if (d->kind == TC_KEY_BOOL) {
+      PUT("%s%s:%s", sep, d->key, *(const int *)field ? "True" : "False");
+    } else if (d->kind == TC_KEY_DIVISIONS) {
+      const unsigned *div = (const unsigned *)field;
+      int uniform = 1, any = 0;
+      for (int x = 0; x < TC_ROUNDUP_SLOTS; x++) {
+        uniform &= div[x] == div[0];
+        any |= div[x] != 0;
+      }
+      if (any && uniform) {
+        PUT("%s%s:%u", sep, d->key, div[0]);
+      } else if (any) {
+        PUT("%s%s:[", sep, d->key);
+        for (int x = 0; x < TC_ROUNDUP_SLOTS; x++) PUT("%s%u:%u", x ? "," : "", 1u << x, div[x]);
+        PUT("]");
+      }
+    }
+  }
+#undef PUT
+  return len;
+}
+
+const tc_config_key *tc_alloc_config_snapshot_key(int pos) {
+  for (size_t k = 0; pos > 0 && k < tc_alloc_config_nkeys; k++)
+    if (tc_alloc_config_keys[k].snapshot == pos) return &tc_alloc_config_keys[k];
+  return NULL;
+}
+
+int64_t tc_alloc_config_int(const tc_alloc_config *cfg, const tc_config_key *d, int slot) {
+  if (d->field == TC_KEY_IGNORED) return d->kind == TC_KEY_THREADS ? 1 : 0;
+  const void *field = (const char *)cfg + d->field;
+  switch (d->kind) {
+  case TC_KEY_MB: {
+    uint64_t v = *(const uint64_t *)field;
+    return v == UINT64_MAX ? -1 : (int64_t)v; /* torch's int64 of its SIZE_MAX */
+  }
+  case TC_KEY_BOOL: return *(const int *)field != 0;
+  case TC_KEY_DIVISIONS: return slot >= 0 && slot < TC_ROUNDUP_SLOTS ? ((const unsigned *)field)[slot] : 0;
+  case TC_KEY_FRACTION: /* tc_alloc_config_real */
+  case TC_KEY_BACKEND:
+  case TC_KEY_THREADS: break;
+  }
+  return 0;
+}
+
+double tc_alloc_config_real(const tc_alloc_config *cfg, const tc_config_key *d) {
+  if (d->field == TC_KEY_IGNORED || d->kind != TC_KEY_FRACTION) return 0;
+  return *(const double *)((const char *)cfg + d->field);
 }

@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include "history.h"
 #include "report.h"
+#include "alloc/hooks.h"
 #include "core/core.h"
 #include "stream/stream.h"
 #include <execinfo.h>
@@ -422,4 +423,13 @@ const char *tc_history_on_oom(int device, size_t requested) {
     free(keep);
   }
   return note;
+}
+
+/* History joins the allocator through its hooks: it attaches to each device
+ * allocator as it is made, and snapshots on OOM. At load time, so that
+ * TCUDA_OOM_SNAPSHOT needs no history call first. (From the static library
+ * a program gets this file only if it calls a function defined here.) */
+__attribute__((constructor)) static void join_allocator_hooks(void) {
+  (void)tc_hook_on_created(tc_history_attach); /* the first of each kind: cannot fail */
+  (void)tc_hook_on_oom(tc_history_on_oom);
 }

@@ -421,28 +421,27 @@ static void settings(em *e, const tc_snapshot_doc *d) {
   open_(e, 1);
   key(e, "PYTORCH_CUDA_ALLOC_CONF");
   str(e, d->conf_text ? d->conf_text : "");
-  key(e, "max_split_size");
-  /* torch reports the unset value as -1 (its int64 cast of SIZE_MAX) */
-  i64(e, c->max_split_size == UINT64_MAX ? -1 : (int64_t)c->max_split_size);
-  key(e, "garbage_collection_threshold");
-  f64(e, c->garbage_collection_threshold);
-  key(e, "expandable_segments");
-  boolean(e, c->expandable_segments);
-  key(e, "pinned_num_register_threads");
-  i64(e, 1);
-  key(e, "release_lock_on_cudamalloc");
-  boolean(e, c->release_lock_on_cudamalloc);
-  key(e, "pinned_use_cuda_host_register");
-  boolean(e, 0);
-  key(e, "roundup_power2_divisions");
-  open_(e, 1);
-  for (int k = 0; k < TC_ROUNDUP_SLOTS; k++) {
-    char kb[16];
-    snprintf(kb, sizeof kb, "%u", 1u << k);
-    key(e, kb);
-    i64(e, c->roundup_power2_divisions[k]);
+  /* the keys torch reports, in its order (TC_ALLOC_CONFIG_KEYS) */
+  const tc_config_key *k;
+  for (int pos = 1; (k = tc_alloc_config_snapshot_key(pos)); pos++) {
+    key(e, k->snapshot_key);
+    if (k->kind == TC_KEY_FRACTION) {
+      f64(e, tc_alloc_config_real(c, k));
+    } else if (k->kind == TC_KEY_BOOL) {
+      boolean(e, (int)tc_alloc_config_int(c, k, 0));
+    } else if (k->kind != TC_KEY_DIVISIONS) {
+      i64(e, tc_alloc_config_int(c, k, 0));
+    } else {
+      open_(e, 1); /* {"1": n, "2": n, ... "32768": n}: interval start in MB */
+      for (int x = 0; x < TC_ROUNDUP_SLOTS; x++) {
+        char kb[16];
+        snprintf(kb, sizeof kb, "%u", 1u << x);
+        key(e, kb);
+        i64(e, tc_alloc_config_int(c, k, x));
+      }
+      close_(e, 1);
+    }
   }
-  close_(e, 1);
   close_(e, 1);
 }
 

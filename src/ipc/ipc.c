@@ -12,6 +12,7 @@
  * their slots are 0 or their consumer has died. The pid is what lets a dead
  * consumer be detected: PyTorch's counter cannot tell, and leaks. */
 #include "alloc/alloc.h"
+#include "alloc/hooks.h"
 #include "core/core.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -231,8 +232,9 @@ static int collect(void) {
 }
 
 static void install_hooks(void) {
-  atomic_store_explicit(&tc_alloc_free_hook, park_on_free, memory_order_release);
-  atomic_store_explicit(&tc_alloc_oom_hook, collect, memory_order_release);
+  /* no error: IPC is the one layer that takes frees over, and adding twice is a no-op */
+  (void)tc_hook_on_free(park_on_free);
+  (void)tc_hook_on_reclaim(collect);
 }
 
 tcuda_status tcuda_ipc_collect(void) {

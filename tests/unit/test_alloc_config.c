@@ -190,5 +190,94 @@ static void test_env(void) {
   unsetenv("PYTORCH_ALLOC_CONF");
 }
 
+/* Every key of the table (TC_ALLOC_CONFIG_KEYS) round-trips: its example
+ * parses, the formatted config parses back to the same settings, and a key
+ * tcuda keeps a value for is written back under its own name. Its alias,
+ * where torch has one, means the same. */
+static void test_key_table_round_trip(void) {
+  CHECK(tc_alloc_config_nkeys >= 11);
+  for (size_t k = 0; k < tc_alloc_config_nkeys; k++) {
+    const tc_config_key *d = &tc_alloc_config_keys[k];
+    int before = tc_failures;
+    CHECK(d->key && d->example && d->doc && *d->doc);
+    CHECK((d->snapshot == 0) == (d->snapshot_key == NULL));
+    char conf[256], text[1024], again[1024], name[128];
+    snprintf(conf, sizeof conf, "%s:%s", d->key, d->example);
+    snprintf(name, sizeof name, "%s:", d->key);
+    tc_alloc_config c, back, alias, def;
+    tc_alloc_config_default(&def);
+    CHECK_OK(tc_alloc_config_parse(conf, &c));
+    size_t n = tc_alloc_config_format(&c, text, sizeof text);
+    CHECK(n > 0 && n < sizeof text);
+    CHECK_OK(tc_alloc_config_parse(text, &back));
+    memset(c.text, 0, sizeof c.text);
+    memset(back.text, 0, sizeof back.text);
+    CHECK(!memcmp(&c, &back, sizeof c));
+    tc_alloc_config_format(&back, again, sizeof again);
+    CHECK(!strcmp(text, again));
+    if (d->field != TC_KEY_IGNORED) {
+      CHECK(memcmp(&c, &def, sizeof c) != 0); /* the example is off the default */
+      CHECK(strstr(text, name) != NULL);
+    } else if (d->kind != TC_KEY_BACKEND) {
+      CHECK(strstr(text, name) == NULL); /* nothing kept, nothing written */
+      CHECK(!memcmp(&c, &def, sizeof c));
+    }
+    if (d->alias) {
+      snprintf(conf, sizeof conf, "%s:%s", d->alias, d->example);
+      CHECK_OK(tc_alloc_config_parse(conf, &alias));
+      memset(alias.text, 0, sizeof alias.text);
+      CHECK(!memcmp(&alias, &c, sizeof alias));
+    }
+    if (tc_failures != before) fprintf(stderr, "  (key %s: '%s' -> '%s')\n", d->key, conf, text);
+  }
+  /* The snapshot's positions run 1..N, each once (the writer stops at a gap). */
+  int reported = 0;
+  for (size_t k = 0; k < tc_alloc_config_nkeys; k++) reported += tc_alloc_config_keys[k].snapshot > 0;
+  for (int pos = 1; pos <= reported; pos++) {
+    int rows = 0;
+    for (size_t k = 0; k < tc_alloc_config_nkeys; k++) rows += tc_alloc_config_keys[k].snapshot == pos;
+    CHECK_EQ_INT(rows, 1);
+  }
+  CHECK(tc_alloc_config_snapshot_key(reported) && !tc_alloc_config_snapshot_key(reported + 1));
+  /* One row per key: no key or alias appears twice. */
+  for (size_t i = 0; i < tc_alloc_config_nkeys; i++)
+    for (size_t j = i + 1; j < tc_alloc_config_nkeys; j++) {
+      const tc_config_key *x = &tc_alloc_config_keys[i], *y = &tc_alloc_config_keys[j];
+      CHECK(strcmp(x->key, y->key) && (!x->alias || strcmp(x->alias, y->key)) &&
+            (!y->alias || strcmp(y->alias, x->key)));
+    }
+}
+
+/* docs/allocator.md, where the tree has it, names every key and alias of
+ * the table (as `key`). */
+static void test_keys_documented(void) {
+  const char *data = getenv("TCUDA_TEST_DATA"); /* <source>/tests/data */
+  char path[1024];
+  snprintf(path, sizeof path, "%s/../../docs/allocator.md", data ? data : "tests/data");
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    printf("note: %s not found; key documentation not checked\n", path);
+    return;
+  }
+  static char doc[1 << 20];
+  size_t n = fread(doc, 1, sizeof doc - 1, f);
+  fclose(f);
+  doc[n] = 0;
+  for (size_t k = 0; k < tc_alloc_config_nkeys; k++) {
+    const tc_config_key *d = &tc_alloc_config_keys[k];
+    const char *names[2] = {d->key, d->alias};
+    for (int j = 0; j < 2; j++) {
+      if (!names[j]) continue;
+      char quoted[128];
+      snprintf(quoted, sizeof quoted, "`%s`", names[j]);
+      if (!strstr(doc, quoted)) {
+        fprintf(stderr, "docs/allocator.md does not name %s\n", quoted);
+        tc_failures++;
+      }
+    }
+  }
+}
+
 TC_MAIN(T(test_defaults), T(test_each_key), T(test_roundup_forms), T(test_bad_values), T(test_update_route),
-        T(test_env))
+        T(test_env), T(test_key_table_round_trip),
+        T(test_keys_documented))

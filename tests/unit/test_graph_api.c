@@ -3,6 +3,7 @@
  * Runs with or without a GPU: where CUDA matters the test branches. */
 #include "harness.h"
 #include "alloc/alloc.h"
+#include "alloc/hooks.h"
 
 static void test_create_destroy(void) {
   tcuda_graph_t *g = NULL;
@@ -167,11 +168,12 @@ static void self_removing(void *user, int device, size_t requested, const tcuda_
 }
 static int hook_calls, hook_order;
 static size_t hook_req;
-static void hook(int device, size_t requested) {
+static const char *hook(int device, size_t requested) {
   (void)device;
   hook_calls++;
   hook_req = requested;
   hook_order = ++g_order;
+  return NULL; /* nothing to add to the OOM message */
 }
 static void nop_obs(void *u, int d, size_t r, const tcuda_memory_stats_t *s) { (void)u, (void)d, (void)r, (void)s; }
 
@@ -184,12 +186,12 @@ static void test_oom_observers(void) {
   CHECK_OK(tcuda_oom_observer_add(obs, &s1, &id1));
   CHECK_OK(tcuda_oom_observer_add(obs, &s2, &id2));
   CHECK(id1 > 0 && id2 > 0 && id1 != id2);
-  CHECK_ERR(tc_oom_internal_hook(NULL), TCUDA_ERROR_INVALID_ARGUMENT, "fn is NULL");
-  CHECK_OK(tc_oom_internal_hook(hook));
-  CHECK_OK(tc_oom_internal_hook(hook)); /* once only */
+  CHECK_ERR(tc_hook_on_oom(NULL), TCUDA_ERROR_INVALID_ARGUMENT, "fn is NULL");
+  CHECK_OK(tc_hook_on_oom(hook));
+  CHECK_OK(tc_hook_on_oom(hook)); /* once only */
 
   tc_error(TCUDA_ERROR_OUT_OF_MEMORY, "CUDA out of memory. Tried to allocate 1 byte (test)");
-  tc_oom_notify(0, 12345);
+  tc_hooks_oom(NULL, 0, 12345);
   CHECK_EQ_INT(s1.calls, 1);
   CHECK_EQ_INT(s2.calls, 1);
   CHECK_EQ_INT(hook_calls, 1);
@@ -206,7 +208,7 @@ static void test_oom_observers(void) {
   CHECK_ERR(tcuda_oom_observer_remove(0), TCUDA_ERROR_INVALID_ARGUMENT, "id 0");
   CHECK_ERR(tcuda_oom_observer_remove(-4), TCUDA_ERROR_INVALID_ARGUMENT, "id -4");
   tcuda_clear_error();
-  tc_oom_notify(1, 7);
+  tc_hooks_oom(NULL, 1, 7);
   CHECK_EQ_INT(s1.calls, 1);
   CHECK_EQ_INT(s2.calls, 2);
   CHECK_EQ_INT(s2.device, 1);
@@ -215,8 +217,8 @@ static void test_oom_observers(void) {
   /* An observer may remove itself while being called. */
   int selfcalls = 0;
   CHECK_OK(tcuda_oom_observer_add(self_removing, &selfcalls, &self_id));
-  tc_oom_notify(0, 1);
-  tc_oom_notify(0, 1);
+  tc_hooks_oom(NULL, 0, 1);
+  tc_hooks_oom(NULL, 0, 1);
   CHECK_EQ_INT(selfcalls, 1);
   CHECK_OK(tcuda_oom_observer_remove(id2));
 
