@@ -6,7 +6,6 @@
  * by it; snapshots report stream ids (tcuda_stream_t.id), so the handles
  * seen by malloc are remembered with their ids. */
 #include "core/annotate.h"
-#include "inspect/report.h"
 #include "alloc/alloc.h"
 #include "alloc/hooks.h"
 #include "core/core.h"
@@ -242,15 +241,6 @@ tcuda_status tcuda_memory_stats(int device, tcuda_memory_stats_t *out) {
   return stats_of("tcuda_memory_stats", device, out);
 }
 
-tcuda_status tcuda_memory_stats_json(int device, char **json) {
-  static const char *F = "tcuda_memory_stats_json";
-  TC_CHECK_ARG(F, json != NULL, "json");
-  tcuda_memory_stats_t st;
-  tcuda_status s = stats_of(F, device, &st);
-  if (s) return s;
-  if (!(*json = tc_report_stats_json(&st))) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
-  return TCUDA_SUCCESS;
-}
 
 #define STAT_QUERY(name, expr)                                   \
   tcuda_status name(int device, int64_t *bytes) {                \
@@ -306,18 +296,6 @@ tcuda_status tcuda_get_per_process_memory_fraction(int device, double *fraction)
   return TCUDA_SUCCESS;
 }
 
-tcuda_status tcuda_memory_summary(int device, int abbreviated, char **out) {
-  static const char *F = "tcuda_memory_summary";
-  TC_CHECK_ARG(F, out != NULL, "out");
-  tc_alloc *a;
-  tcuda_status s = get_alloc(F, &device, &a);
-  if (s) return s;
-  tcuda_memory_stats_t st;
-  tc_alloc_get_stats(a, &st);
-  if (!(*out = tc_report_summary(&st, device, abbreviated)))
-    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
-  return TCUDA_SUCCESS;
-}
 
 /* ---- snapshots ---- */
 
@@ -361,17 +339,6 @@ tcuda_status tcuda_memory_snapshot(tcuda_snapshot_t **out) {
   return TCUDA_SUCCESS;
 }
 
-tcuda_status tcuda_memory_snapshot_json(char **out) {
-  static const char *F = "tcuda_memory_snapshot_json";
-  TC_CHECK_ARG(F, out != NULL, "out");
-  tcuda_snapshot_t *s = NULL;
-  tcuda_status st = tcuda_memory_snapshot(&s);
-  if (st) return st;
-  *out = tc_report_snapshot_json(s, NULL, NULL);
-  tc_snapshot_free(s);
-  if (!*out) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
-  return TCUDA_SUCCESS;
-}
 
 /* ---- options ---- */
 
