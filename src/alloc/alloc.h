@@ -1,7 +1,8 @@
-/* The caching allocator's internal contract: tc_alloc_* (policy.c), the
- * process's per-device allocators (api.c), reports. Event hooks: hooks.h.
+/* The caching allocator's internal contract: tc_alloc_* (the policy, whose
+ * parts policy.h lists), the process's per-device allocators (api.c).
+ * Event hooks: hooks.h.
  *
- * The policy (policy.c) is pure C: it includes no CUDA header and touches
+ * The policy is pure C: it includes no CUDA header and touches
  * device memory only through a tc_backend (backend.h). Its settings are a
  * tc_alloc_config (config.h). Both headers come with this one.
  *
@@ -47,7 +48,7 @@ void tc_snapshot_free(tcuda_snapshot_t *s);
 tcuda_status tc_alloc_block_info(tc_alloc *a, uint64_t addr, uint64_t *block_addr, uint64_t *block_size,
                                  uint64_t *segment_addr, uint64_t *segment_size);
 
-/* ---- sizes, the live config, ownership (policy.c) ---- */
+/* ---- sizes, the live config, ownership (malloc.c, stats.c) ---- */
 /* PyTorch's round_size() under a config (512-rounding or power-2 divisions). */
 uint64_t tc_alloc_round_size(const tc_alloc_config *cfg, uint64_t size);
 /* PyTorch's get_allocation_size(): the segment size for a rounded size. */
@@ -59,7 +60,7 @@ void tc_alloc_set_config(tc_alloc *a, const tc_alloc_config *cfg);
 void tc_alloc_get_config(tc_alloc *a, tc_alloc_config *out);
 int tc_alloc_device(const tc_alloc *a);
 /* Tests: 1 (and *why) when the free-block index disagrees with the
- * segments; see policy.c. */
+ * segments; see freeset.c. */
 int tc_alloc_self_check(tc_alloc *a, char *why, size_t n);
 /* Free addr if this allocator handed it out: returns 1 and sets *status;
  * returns 0, with no message and nothing changed, if addr is not its own. */

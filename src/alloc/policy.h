@@ -12,8 +12,8 @@
  *  - allocated blocks in an open-addressing hash map addr -> block:
  *    blockmap.c;
  *  - block structs recycled through a free list, so the hot path does not
- *    call malloc once the caches are warm: policy.c.
- * The cached malloc/free path runs in policy.c. What it needs from the
+ *    call malloc once the caches are warm: malloc.c.
+ * The cached malloc/free path runs in malloc.c. What it needs from the
  * other files is static inline here, as the compiler inlined it when all
  * was one file, so the split adds no call to that path. Where the code
  * says "torch", it mirrors c10/cuda/CUDACachingAllocator.cpp (2.9-2.11) as
@@ -664,7 +664,7 @@ tcuda_status tc_synchronize_and_free_events(tc_alloc *a);
 tcuda_status tc_insert_events(tc_alloc *a, tc_block *b);
 
 /* ------------------------------------------------------------------ */
-/* policy.c: block structs, segments, merges, malloc and free           */
+/* malloc.c: block structs, segments, merges, malloc and free           */
 
 SLOW_PATH tcuda_status tc_add_slabs(tc_alloc *a, size_t n);
 
