@@ -63,8 +63,10 @@ check() { # program, label: run it and check what it prints
     [ "$(grep -c '^TCUDA_' <<< "$out")" = 1 ] || fail "$2: unexpected errors"
   fi
 }
-is_static() { # no libtcuda.so needed at run time
+is_static() { # no libtcuda.so needed at run time, and the history layer's
+  # self-registration (snapshot on OOM) linked in
   ! readelf -d "$1" | grep -q 'NEEDED.*libtcuda' || fail "$1 needs libtcuda.so"
+  nm "$1" | grep ' tc_history_on_oom$' > /dev/null || fail "$1 lacks the history layer (TCUDA_OOM_SNAPSHOT would do nothing)"
 }
 
 # CMake: README.md's project, as given (shared) and with tcuda::tcuda_static.
