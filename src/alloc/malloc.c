@@ -506,7 +506,7 @@ static tcuda_status free_found(tc_alloc *a, tc_block *b, size_t slot);
 
 /* A cached malloc or a plain free; 0 when it needs the full path. Never
  * sets an error (it may run in another thread). */
-int tc_run_fast(tc_alloc *a, tc_req *r) {
+static int run_fast(tc_alloc *a, tc_req *r) {
   if (a->trace || capturing(a)) return 0;
   if (r->op == OP_FREE) {
     size_t slot = ht_slot(a, r->addr);
@@ -639,6 +639,7 @@ tcuda_status tc_alloc_create(int device, const tc_backend *be, const tc_alloc_co
   a->rng = 0x2545F4914F6CDD1Dull ^ ((uint64_t)(uintptr_t)a << 1);
   atomic_store(&a->va_lo, UINT64_MAX);
   /* without the slots every call simply takes the lock */
+  a->run_req = run_fast;
   a->reqs = (tc_req *)aligned_alloc(_Alignof(tc_req), TC_REQ_SLOTS * sizeof(tc_req));
   if (a->reqs)
     for (int i = 0; i < TC_REQ_SLOTS; i++) atomic_init(&a->reqs[i].state, RQ_FREE);

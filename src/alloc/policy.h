@@ -205,6 +205,9 @@ struct tc_alloc {
   size_t ndeferred, capdeferred;
   /* combining (lock.c) */
   struct tc_req *reqs;
+  /* runs one published request (malloc.c's cached malloc or plain free);
+   * set at creation, so lock.c needs no name from the layer above it */
+  int (*run_req)(tc_alloc *a, struct tc_req *r);
   _Alignas(64) _Atomic uint64_t pending; /* bit i: slot i holds a published request */
 };
 
@@ -741,7 +744,6 @@ static inline uint64_t try_merge(tc_alloc *a, tc_block *dst, tc_block *src, tc_b
 }
 
 void tc_free_block(tc_alloc *a, tc_block *b);
-int tc_run_fast(tc_alloc *a, tc_req *r);
 tcuda_status tc_release_blocks(tc_alloc *a, tc_pool *pool);
 
 #endif
