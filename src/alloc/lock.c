@@ -53,7 +53,7 @@ void tc_serve(tc_alloc *a) {
     for (uint64_t t = m; t; t &= t - 1) __builtin_prefetch(&a->reqs[__builtin_ctzll(t)], 1);
     for (; m; m &= m - 1) {
       tc_req *r = &a->reqs[__builtin_ctzll(m)];
-      r->outcome = tc_run_fast(a, r);
+      r->outcome = a->run_req(a, r);
       atomic_store_explicit(&r->state, RQ_DONE, memory_order_release);
     }
   }
@@ -95,7 +95,7 @@ int tc_combine(tc_alloc *a, int op, uint64_t size, uint64_t stream, uint64_t add
         outcome = r->outcome;
       } else { /* not taken yet, and nobody can take it while we hold the lock */
         atomic_fetch_and_explicit(&a->pending, ~bit, memory_order_relaxed);
-        outcome = tc_run_fast(a, r);
+        outcome = a->run_req(a, r);
       }
       unlock_serving(a);
       break;

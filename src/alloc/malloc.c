@@ -1,10 +1,11 @@
 /* The caching allocator engine: PyTorch's DeviceCachingAllocator decisions
  * and statistics, in pure C over a tc_backend. This file holds the core:
- * sizes, block structs, segments, free_block's merges, malloc (split,
- * garbage collection, the OOM retry), free, empty_cache, create and
- * destroy. policy.h lists the data structures and the other parts. Where
- * the code says "torch", it mirrors c10/cuda/CUDACachingAllocator.cpp
- * (2.9-2.11) as described in docs/allocator.md. */
+ * sizes, malloc (split, garbage collection, the OOM retry), free,
+ * empty_cache, create and destroy. It is the top layer: it calls the other
+ * parts and none of them calls it. policy.h lists the data structures and
+ * the other parts. Where the code says "torch", it mirrors
+ * c10/cuda/CUDACachingAllocator.cpp (2.9-2.11) as described in
+ * docs/allocator.md. */
 #include "core/annotate.h"
 #include "alloc/policy.h"
 #include <stdatomic.h>
@@ -13,7 +14,6 @@
 #include <string.h>
 
 #define ONE_EB ((uint64_t)1 << 60)
-#define SLAB_BLOCKS 256
 
 /* ------------------------------------------------------------------ */
 /* sizes                                                                */
@@ -51,112 +51,6 @@ static void format_size(char *out, size_t n, uint64_t v) {
   else if (v <= ((uint64_t)1 << 20)) snprintf(out, n, "%.2f KiB", (double)v / 1024.0);
   else if (v <= ((uint64_t)1 << 30)) snprintf(out, n, "%.2f MiB", (double)v / 1048576.0);
   else snprintf(out, n, "%.2f GiB", (double)v / 1073741824.0);
-}
-
-/* ------------------------------------------------------------------ */
-/* block structs                                                        */
-
-void *tc_grow(void *arr, size_t *cap, size_t elem, size_t first) {
-  size_t n = *cap ? 2 * *cap : first;
-  void *p = realloc(arr, n * elem);
-  if (p) *cap = n;
-  return p;
-}
-
-tcuda_status tc_add_slabs(tc_alloc *a, size_t n) {
-  while (a->nfree < n) {
-    if (a->nslabs == a->capslabs) {
-      void **ns = (void **)tc_grow(a->slabs, &a->capslabs, sizeof *ns, 16);
-      if (!ns) return host_oom();
-      a->slabs = ns;
-    }
-    tc_block *slab = (tc_block *)malloc(SLAB_BLOCKS * sizeof *slab);
-    if (!slab) return host_oom();
-    a->slabs[a->nslabs++] = slab;
-    for (size_t i = 0; i < SLAB_BLOCKS; i++) {
-      slab[i].next = a->freelist;
-      a->freelist = &slab[i];
-    }
-    a->nfree += SLAB_BLOCKS;
-  }
-  return TCUDA_SUCCESS;
-}
-
-/* ------------------------------------------------------------------ */
-/* segments                                                             */
-
-void tc_seg_link(tc_alloc *a, tc_seg *s) {
-  if (s->addr < atomic_load_explicit(&a->va_lo, memory_order_relaxed))
-    atomic_store_explicit(&a->va_lo, s->addr, memory_order_relaxed);
-  if (s->addr + s->size > atomic_load_explicit(&a->va_hi, memory_order_relaxed))
-    atomic_store_explicit(&a->va_hi, s->addr + s->size, memory_order_relaxed);
-  s->lprev = NULL;
-  s->lnext = a->segs;
-  if (a->segs) a->segs->lprev = s;
-  a->segs = s;
-}
-
-void tc_seg_unlink_free(tc_alloc *a, tc_seg *s) {
-  if (s->lprev) s->lprev->lnext = s->lnext;
-  else a->segs = s->lnext;
-  if (s->lnext) s->lnext->lprev = s->lprev;
-  free(s->pmap);
-  free(s);
-}
-
-/* torch's free_block: merge, back into the free set, net inactive_split. */
-void tc_free_block(tc_alloc *a, tc_block *b) {
-  tc_pool *pool = b->pool;
-  TRACE(a, TC_TRACE_FREE_COMPLETED, b->addr, b->requested, b->stream);
-  uint64_t orig_size = b->size, req = b->requested;
-  int64_t net_n = 0, net_b = 0;
-  tc_block *cand[2] = {b->prev, b->next}, *victim = NULL;
-  for (int k = 0; k < 2; k++) {
-    uint64_t sub = try_merge(a, b, cand[k], &victim);
-    if (sub) {
-      net_n -= 1;
-      net_b -= (int64_t)sub;
-    }
-  }
-  if (victim) {
-    b->gc_base = pool->gc_calls;
-    bs_move(a, victim, b, 0);
-    del_block(a, victim);
-  } else {
-    pool_insert(a, pool, b);
-  }
-  if (is_split(b)) {
-    net_n += 1;
-    net_b += (int64_t)b->size;
-  }
-  int p = pool->pidx;
-  if (!b->seg->expandable) {
-    if (net_n > 0) arr_inc(a->st.inactive_split, p, net_n);
-    else if (net_n < 0) arr_dec(a->st.inactive_split, p, -net_n);
-    if (net_b > 0) arr_inc(a->st.inactive_split_bytes, p, net_b);
-    else if (net_b < 0) arr_dec(a->st.inactive_split_bytes, p, -net_b);
-  }
-  arr_dec(a->st.active, p, 1);
-  arr_dec(a->st.active_bytes, p, (int64_t)orig_size);
-  arr_dec(a->st.requested_bytes, p, (int64_t)req);
-}
-
-/* torch's release_block: cudaFree one whole unsplit segment. */
-static tcuda_status release_block(tc_alloc *a, tc_block *b) {
-  tcuda_status s = a->be->segment_free(a->be->ctx, a->device, b->addr, b->size);
-  if (s) return s;
-  tc_pool *pool = b->pool;
-  if (pool->owner) pool->owner->nsegs--;
-  a->st.num_device_free++;
-  TRACE(a, TC_TRACE_SEGMENT_FREE, b->addr, b->size, b->stream);
-  a->total_allocated -= b->size;
-  arr_dec(a->st.segment, pool->pidx, 1);
-  arr_dec(a->st.reserved_bytes, pool->pidx, (int64_t)b->size);
-  if (b->size >= a->cfg.max_split_size) st_dec(&a->st.oversize_segments, 1);
-  bs_erase(b);
-  tc_seg_unlink_free(a, b->seg);
-  del_block(a, b);
-  return TCUDA_SUCCESS;
 }
 
 /* ------------------------------------------------------------------ */
@@ -231,7 +125,7 @@ static tcuda_status garbage_collect(tc_alloc *a) {
       uint64_t age = (uint64_t)(int)(pool->gc_calls - b->gc_base);
       if (!is_split(b) && !b->seg->expandable && (double)age >= age_thr) {
         uint64_t sz = b->size;
-        tcuda_status s = release_block(a, b);
+        tcuda_status s = tc_release_block(a, b);
         if (s) return s;
         freed = 1;
         reclaimed += sz;
@@ -306,7 +200,7 @@ static int release_available_cached_blocks(tc_alloc *a, const params *p, tcuda_s
       if (pv) it = pv;
       if (!cur->seg->expandable && !is_split(cur)) {
         uint64_t sz = cur->size;
-        tcuda_status s = release_block(a, cur);
+        tcuda_status s = tc_release_block(a, cur);
         if (s) return *err = s, -1;
         released += sz;
       }
@@ -315,47 +209,10 @@ static int release_available_cached_blocks(tc_alloc *a, const params *p, tcuda_s
     if (released < key) return 0;
   } else {
     if (is_split(it)) return 0; /* oversize blocks are never split */
-    tcuda_status s = release_block(a, it);
+    tcuda_status s = tc_release_block(a, it);
     if (s) return *err = s, -1;
   }
   return 1;
-}
-
-/* torch's release_blocks: a pool's unsplit free segments go back whole;
- * free expandable blocks give back their whole pages, and a reservation
- * left with nothing mapped goes too. */
-tcuda_status tc_release_blocks(tc_alloc *a, tc_pool *pool) {
-  size_t n = 0, cap = 0;
-  tc_block **to_unmap = NULL;
-  tc_block *b = tc_bs_first(&pool->blocks);
-  while (b) {
-    tc_block *nx = bs_next(&pool->blocks, b);
-    if (b->seg->expandable) {
-      if (n == cap) {
-        tc_block **nu = (tc_block **)tc_grow(to_unmap, &cap, sizeof *nu, 16);
-        if (!nu) {
-          free(to_unmap);
-          return host_oom();
-        }
-        to_unmap = nu;
-      }
-      to_unmap[n++] = b;
-    } else if (!is_split(b)) {
-      tcuda_status s = release_block(a, b);
-      if (s) {
-        free(to_unmap);
-        return s;
-      }
-    }
-    b = nx;
-  }
-  tcuda_status s = TCUDA_SUCCESS;
-  for (size_t i = 0; i < n && !s; i++) {
-    s = tc_unmap_block(a, to_unmap[i]);
-    if (!s && !is_split(to_unmap[i]) && !to_unmap[i]->mapped) s = tc_release_expandable_segment(a, to_unmap[i]);
-  }
-  free(to_unmap);
-  return s;
 }
 
 static tcuda_status release_cached_blocks(tc_alloc *a) {
@@ -506,7 +363,7 @@ static tcuda_status free_found(tc_alloc *a, tc_block *b, size_t slot);
 
 /* A cached malloc or a plain free; 0 when it needs the full path. Never
  * sets an error (it may run in another thread). */
-int tc_run_fast(tc_alloc *a, tc_req *r) {
+static int run_fast(tc_alloc *a, tc_req *r) {
   if (a->trace || capturing(a)) return 0;
   if (r->op == OP_FREE) {
     size_t slot = ht_slot(a, r->addr);
@@ -639,11 +496,12 @@ tcuda_status tc_alloc_create(int device, const tc_backend *be, const tc_alloc_co
   a->rng = 0x2545F4914F6CDD1Dull ^ ((uint64_t)(uintptr_t)a << 1);
   atomic_store(&a->va_lo, UINT64_MAX);
   /* without the slots every call simply takes the lock */
+  a->run_req = run_fast;
   a->reqs = (tc_req *)aligned_alloc(_Alignof(tc_req), TC_REQ_SLOTS * sizeof(tc_req));
   if (a->reqs)
     for (int i = 0; i < TC_REQ_SLOTS; i++) atomic_init(&a->reqs[i].state, RQ_FREE);
   a->st.max_split_size = (int64_t)a->cfg.max_split_size; /* SIZE_MAX reads -1, as torch */
-  if (reserve_blocks(a, SLAB_BLOCKS)) {
+  if (reserve_blocks(a, TC_SLAB_BLOCKS)) {
     tc_alloc_destroy(a);
     return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tc_alloc_create: out of host memory");
   }

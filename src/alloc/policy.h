@@ -12,7 +12,11 @@
  *  - allocated blocks in an open-addressing hash map addr -> block:
  *    blockmap.c;
  *  - block structs recycled through a free list, so the hot path does not
- *    call malloc once the caches are warm: malloc.c.
+ *    call malloc once the caches are warm: block.c.
+ * The files call each other in layers, without a cycle: malloc.c (the
+ * entry points) over pools.c, events.c, expandable.c and stats.c; those
+ * over block.c (blocks, segments, free_block), freeset.c, blockmap.c and
+ * lock.c. lock.c runs other threads' requests through tc_alloc.run_req.
  * The cached malloc/free path runs in malloc.c. What it needs from the
  * other files is static inline here, as the compiler inlined it when all
  * was one file, so the split adds no call to that path. Where the code
@@ -205,6 +209,9 @@ struct tc_alloc {
   size_t ndeferred, capdeferred;
   /* combining (lock.c) */
   struct tc_req *reqs;
+  /* runs one published request (malloc.c's cached malloc or plain free);
+   * set at creation, so lock.c needs no name from the layer above it */
+  int (*run_req)(tc_alloc *a, struct tc_req *r);
   _Alignas(64) _Atomic uint64_t pending; /* bit i: slot i holds a published request */
 };
 
@@ -246,7 +253,12 @@ static inline tcuda_status host_oom(void) {
 
 /* arr with room for twice *cap elements (first when empty), or NULL with
  * arr and *cap unchanged. */
-void *tc_grow(void *arr, size_t *cap, size_t elem, size_t first);
+static inline void *tc_grow(void *arr, size_t *cap, size_t elem, size_t first) {
+  size_t n = *cap ? 2 * *cap : first;
+  void *p = realloc(arr, n * elem);
+  if (p) *cap = n;
+  return p;
+}
 
 /* ------------------------------------------------------------------ */
 /* freeset.c: free blocks by (stream, size, addr); the treap            */
@@ -641,6 +653,7 @@ static inline int lock_or_combine(tc_alloc *a, int op, uint64_t size, uint64_t s
 
 void tc_pools_init(tc_pool *small, tc_pool *large, tc_ppool *owner);
 void tc_pools_destroy(tc_pool *small, tc_pool *large);
+tcuda_status tc_release_blocks(tc_alloc *a, tc_pool *pool);
 tcuda_status tc_release_freeable_pools(tc_alloc *a);
 
 /* ------------------------------------------------------------------ */
@@ -664,7 +677,9 @@ tcuda_status tc_synchronize_and_free_events(tc_alloc *a);
 tcuda_status tc_insert_events(tc_alloc *a, tc_block *b);
 
 /* ------------------------------------------------------------------ */
-/* malloc.c: block structs, segments, merges, malloc and free           */
+/* block.c: block structs, segments, merges (the lowest layer)          */
+
+#define TC_SLAB_BLOCKS 256 /* block structs per slab */
 
 SLOW_PATH tcuda_status tc_add_slabs(tc_alloc *a, size_t n);
 
@@ -741,7 +756,6 @@ static inline uint64_t try_merge(tc_alloc *a, tc_block *dst, tc_block *src, tc_b
 }
 
 void tc_free_block(tc_alloc *a, tc_block *b);
-int tc_run_fast(tc_alloc *a, tc_req *r);
-tcuda_status tc_release_blocks(tc_alloc *a, tc_pool *pool);
-
+/* torch's release_block: give one whole unsplit free segment back. */
+tcuda_status tc_release_block(tc_alloc *a, tc_block *b);
 #endif

@@ -19,6 +19,43 @@ void tc_pools_destroy(tc_pool *small, tc_pool *large) {
   tc_bs_destroy(&large->blocks);
 }
 
+/* torch's release_blocks: a pool's unsplit free segments go back whole;
+ * free expandable blocks give back their whole pages, and a reservation
+ * left with nothing mapped goes too. */
+tcuda_status tc_release_blocks(tc_alloc *a, tc_pool *pool) {
+  size_t n = 0, cap = 0;
+  tc_block **to_unmap = NULL;
+  tc_block *b = tc_bs_first(&pool->blocks);
+  while (b) {
+    tc_block *nx = bs_next(&pool->blocks, b);
+    if (b->seg->expandable) {
+      if (n == cap) {
+        tc_block **nu = (tc_block **)tc_grow(to_unmap, &cap, sizeof *nu, 16);
+        if (!nu) {
+          free(to_unmap);
+          return host_oom();
+        }
+        to_unmap = nu;
+      }
+      to_unmap[n++] = b;
+    } else if (!is_split(b)) {
+      tcuda_status s = tc_release_block(a, b);
+      if (s) {
+        free(to_unmap);
+        return s;
+      }
+    }
+    b = nx;
+  }
+  tcuda_status s = TCUDA_SUCCESS;
+  for (size_t i = 0; i < n && !s; i++) {
+    s = tc_unmap_block(a, to_unmap[i]);
+    if (!s && !is_split(to_unmap[i]) && !to_unmap[i]->mapped) s = tc_release_expandable_segment(a, to_unmap[i]);
+  }
+  free(to_unmap);
+  return s;
+}
+
 /* torch: freeable private pools give back their unsplit free segments, and
  * a pool with none left is erased. */
 tcuda_status tc_release_freeable_pools(tc_alloc *a) {
