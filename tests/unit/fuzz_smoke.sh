@@ -27,13 +27,13 @@ if ! cmake -S "$src" -B "$bld" ${gen[@]+"${gen[@]}"} -DCMAKE_C_COMPILER="$cc" -D
      -DTCUDA_BUILD_BENCH=OFF > "$probe/cfg.log" 2>&1; then
   echo "FAIL: configure"; tail -30 "$probe/cfg.log"; exit 1
 fi
-if ! cmake --build "$bld" --target fuzz_trace fuzz_config -j 2 > "$probe/build.log" 2>&1; then
+if ! cmake --build "$bld" --target fuzz_trace fuzz_config fuzz_addresses fuzz_ipc_handle -j 2 > "$probe/build.log" 2>&1; then
   echo "FAIL: build"; tail -40 "$probe/build.log"; exit 1
 fi
 echo "built in $((SECONDS - start)) s"
 
 # seed corpora: byte 0 selects the config, the rest is the trace
-mkdir -p "$probe/trace" "$probe/config"
+mkdir -p "$probe/trace" "$probe/config" "$probe/addresses" "$probe/ipc_handle"
 i=0
 for t in "$src"/tests/data/replay/*.trace "$src"/tests/data/torch/*.trace; do
   [ -f "$t" ] || continue
@@ -51,7 +51,7 @@ for c in "max_split_size_mb:64" "roundup_power2_divisions:[64:8,256:4,>:1]" "exp
 done
 
 fail=0
-for f in fuzz_trace fuzz_config; do
+for f in fuzz_trace fuzz_config fuzz_addresses fuzz_ipc_handle; do
   corpus="$probe/${f#fuzz_}"
   kept="$src/tests/fuzz/corpus/${f#fuzz_}"
   kept_dirs=()
