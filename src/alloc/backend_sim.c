@@ -2,7 +2,7 @@
  * complete only when told. Used by replay, what-if runs and CPU tests.
  *
  * The "driver" address model follows what was measured on an H200 with
- *  driver 580 / CUDA 13.0 (the recorded tests/data/torch/*.addresses), refitted so that it
+ * driver 580 / CUDA 13.0 (the recorded tests/data/torch/*.addresses), refitted so that it
  * predicts every cudaMalloc address of the 15 recorded non-expandable traces
  * (548 of 548, up to the process's base). VA comes in chunks of
  * round_up(size, 32 MiB) placed downward; an allocation goes into an
