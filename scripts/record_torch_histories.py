@@ -1,0 +1,367 @@
+#!/usr/bin/env python3
+"""Record real PyTorch training runs as memory snapshots: the ground truth for
+`tcuda replay --simulate SNAPSHOT` and `tcuda whatif`. Run it on the GPU
+machine, with torch 2.11.
+
+Usage:
+  scripts/record_torch_histories.py --out DIR [NAME ...]
+      record every run (or the named ones), each in a fresh process
+  scripts/record_torch_histories.py --run WORKLOAD [--conf C] [--limit BYTES]
+      run one workload once under PYTORCH_CUDA_ALLOC_CONF=C and, with
+      --limit, set_per_process_memory_fraction(BYTES / total_memory); print
+      {"raised": bool, "num_ooms": n, ...} as one JSON line. An OOM ends the
+      run (raised: true): this is how tests/gpu/whatif_torch.sh checks a
+      predicted min_limit
+  scripts/record_torch_histories.py --list
+      the run names, workloads and configs
+
+Each run writes into DIR:
+  NAME.pickle      torch.cuda.memory._dump_snapshot's file (pickle.dump of
+                   _snapshot()); stack frames are dropped except on 'oom'
+                   entries (at most 8 kept), to keep the files small
+  NAME.stats.json  {"checkpoints": [memory_stats() taken just before each
+                   memory_snapshot() call, i.e. at each 'snapshot' entry],
+                   "end": memory_stats() at the dump, "meta": {...}}
+One run, tf_default, is also written as NAME.json: the same document as JSON.
+
+The workloads are deterministic (seeded, cuDNN benchmark off) so that two
+processes make the same allocation requests. A step that raises
+torch.OutOfMemoryError is skipped, as a training script that catches it
+would: its OOM stays in the history.
+"""
+import json
+import os
+import pickle
+import subprocess
+import sys
+import time
+
+HERE = os.path.abspath(__file__)
+
+# name: (workload, PYTORCH_CUDA_ALLOC_CONF, limit rule, max_entries, stacks)
+# limit rule: None, or (base run, "tight" | "mid"): tight = 0.8 x the base
+# run's peak allocated (OOMs), mid = halfway between its peak allocated and
+# peak reserved (garbage collection has work to do)
+RUNS = {
+    "tf_default": ("transformer", "", None, 1000000, False),
+    "tf_expandable": ("transformer", "expandable_segments:True", None, 1000000, False),
+    "tf_msplit128": ("transformer", "max_split_size_mb:128", None, 1000000, False),
+    "tf_rp2": ("transformer", "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]", None, 1000000, False),
+    "tf_gc": ("transformer", "garbage_collection_threshold:0.6,max_split_size_mb:128", ("tf_default", "mid"),
+              1000000, False),
+    "tf_limit": ("transformer", "", ("tf_default", "tight"), 1000000, True),
+    "tf_trunc": ("transformer", "", None, 3000, False),
+    "cnn_default": ("cnn", "", None, 1000000, False),
+    "cnn_expandable": ("cnn", "expandable_segments:True", None, 1000000, False),
+    "cnn_limit": ("cnn", "", ("cnn_default", "tight"), 1000000, True),
+    "side_stream": ("side", "", None, 1000000, False),
+    "graph_pool": ("graph", "", None, 1000000, False),
+    "kv_decoder": ("kv", "", None, 1000000, False),
+    "unet": ("unet", "", None, 1000000, False),
+}
+
+
+# ---------------------------------------------------------------- workloads
+
+def transformer(torch, step_done):
+    nn = torch.nn
+    torch.manual_seed(0)
+    vocab, d = 4000, 256
+    layer = nn.TransformerEncoderLayer(d, 4, 1024, dropout=0.0, batch_first=True)
+    model = nn.ModuleDict({"emb": nn.Embedding(vocab, d), "enc": nn.TransformerEncoder(layer, 2),
+                           "out": nn.Linear(d, vocab)}).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    g = torch.Generator(device="cuda").manual_seed(1)
+    for i, seq in enumerate([128, 384, 96, 512, 256, 448]):
+        def step():
+            x = torch.randint(0, vocab, (8, seq), device="cuda", generator=g)
+            h = model["enc"](model["emb"](x))
+            loss = nn.functional.cross_entropy(model["out"](h).flatten(0, 1), x.flatten())
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            return float(loss)
+        step_done(step)
+
+
+def cnn(torch, step_done):
+    nn = torch.nn
+    torch.manual_seed(0)
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+
+    def blk(i, o, s):
+        return [nn.Conv2d(i, o, 3, s, 1, bias=False), nn.BatchNorm2d(o), nn.ReLU()]
+    model = nn.Sequential(*blk(3, 32, 1), *blk(32, 64, 2), *blk(64, 128, 2), *blk(128, 128, 1),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    g = torch.Generator(device="cuda").manual_seed(1)
+    for bs, hw in [(16, 64), (32, 96), (8, 128), (24, 80), (32, 112), (16, 160)]:
+        def step():
+            x = torch.randn(bs, 3, hw, hw, device="cuda", generator=g)
+            y = torch.randint(0, 10, (bs,), device="cuda", generator=g)
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            return float(loss)
+        step_done(step)
+
+
+def side(torch, step_done):
+    """A side stream whose blocks are used on the default stream
+    (record_stream: their free completes later), and empty_cache."""
+    side_s = torch.cuda.Stream()
+    main = torch.cuda.current_stream()
+    keep = []
+    for i, n in enumerate([3 << 20, 9 << 20, 1 << 20, 30 << 20, 5 << 20, 12 << 20]):
+        def step():
+            with torch.cuda.stream(side_s):
+                x = torch.ones(n // 4, device="cuda")
+                y = x * 2
+            main.wait_stream(side_s)
+            torch.cuda._sleep(2000000)  # keeps y's use pending on main
+            z = y + 1
+            y.record_stream(main)
+            del x, y
+            w = torch.empty(n // 8, device="cuda")
+            keep.append(z.sum())
+            del z, w
+            if i % 3 == 2:
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+            return 0.0
+        step_done(step)
+
+
+def graph(torch, step_done):
+    nn = torch.nn
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(512, 2048), nn.ReLU(), nn.Linear(2048, 512)).cuda()
+    static_in = torch.randn(64, 512, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            model(static_in)
+    torch.cuda.current_stream().wait_stream(s)
+    gr = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(gr):
+        static_out = model(static_in)
+    for i in range(4):
+        def step():
+            static_in.copy_(torch.randn(64, 512, device="cuda"))
+            gr.replay()
+            extra = torch.randn(256 * (i + 1), 1024, device="cuda")
+            return float(static_out.sum() + extra.sum())
+        step_done(step)
+    del gr, static_out
+
+    def last():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        return 0.0
+    step_done(last)
+
+
+def kv(torch, step_done):
+    """LLM-style decoding: each layer's K and V caches grow by torch.cat."""
+    torch.manual_seed(0)
+    layers, d, heads = 4, 512, 8
+    w = [torch.randn(d, 3 * d, device="cuda") * 0.02 for _ in range(layers)]
+    for batch, tokens in [(4, 96), (2, 160), (6, 64)]:
+        def step():
+            with torch.no_grad():
+                caches = [[None, None] for _ in range(layers)]
+                h = torch.randn(batch, 1, d, device="cuda")
+                for t in range(tokens):
+                    x = h
+                    for li in range(layers):
+                        q, k, v = (x @ w[li]).split(d, dim=-1)
+                        ck, cv = caches[li]
+                        ck = k if ck is None else torch.cat([ck, k], 1)
+                        cv = v if cv is None else torch.cat([cv, v], 1)
+                        caches[li] = [ck, cv]
+                        qh = q.view(batch, 1, heads, d // heads).transpose(1, 2)
+                        kh = ck.view(batch, -1, heads, d // heads).transpose(1, 2)
+                        vh = cv.view(batch, -1, heads, d // heads).transpose(1, 2)
+                        a = torch.softmax(qh @ kh.transpose(-1, -2) / 8.0, -1) @ vh
+                        x = x + a.transpose(1, 2).reshape(batch, 1, d)
+                    h = x
+                return float(h.sum())
+        step_done(step)
+
+
+def unet(torch, step_done):
+    """A small diffusion-style UNet trained at three resolutions."""
+    nn = torch.nn
+    torch.manual_seed(0)
+
+    class UNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            c = [32, 64, 128]
+            self.temb = nn.Linear(1, c[2])
+            self.inc = nn.Conv2d(4, c[0], 3, padding=1)
+            self.d1 = nn.Conv2d(c[0], c[1], 3, 2, 1)
+            self.d2 = nn.Conv2d(c[1], c[2], 3, 2, 1)
+            self.mid = nn.Conv2d(c[2], c[2], 3, padding=1)
+            self.u2 = nn.ConvTranspose2d(c[2], c[1], 4, 2, 1)
+            self.u1 = nn.ConvTranspose2d(2 * c[1], c[0], 4, 2, 1)
+            self.out = nn.Conv2d(2 * c[0], 4, 3, padding=1)
+            self.act = nn.SiLU()
+
+        def forward(self, x, t):
+            h0 = self.act(self.inc(x))
+            h1 = self.act(self.d1(h0))
+            h2 = self.act(self.d2(h1)) + self.temb(t)[:, :, None, None]
+            m = self.act(self.mid(h2))
+            u2 = self.act(self.u2(m))
+            u1 = self.act(self.u1(torch.cat([u2, h1], 1)))
+            return self.out(torch.cat([u1, h0], 1))
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+    model = UNet().cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator(device="cuda").manual_seed(1)
+    for bs, hw in [(8, 64), (4, 128), (8, 96), (2, 192), (6, 112)]:
+        def step():
+            x0 = torch.randn(bs, 4, hw, hw, device="cuda", generator=g)
+            t = torch.rand(bs, 1, device="cuda", generator=g)
+            noise = torch.randn(x0.shape, device="cuda", generator=g)
+            xt = x0 * (1 - t)[:, :, None, None] + noise * t[:, :, None, None]
+            loss = nn.functional.mse_loss(model(xt, t), noise)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            return float(loss)
+        step_done(step)
+
+
+WORKLOADS = {"transformer": transformer, "cnn": cnn, "side": side, "graph": graph, "kv": kv, "unet": unet}
+
+
+# ---------------------------------------------------------------- one process
+
+def child(name, workload, conf, limit, max_entries, stacks, out):
+    import torch
+    torch.cuda.init()
+    total = torch.cuda.get_device_properties(0).total_memory
+    if limit:
+        torch.cuda.set_per_process_memory_fraction(limit / total)
+    if out:
+        torch.cuda.memory._record_memory_history(
+            max_entries=max_entries, context="all" if stacks else None, stacks="python")
+    checkpoints, ooms, raised = [], [], False
+
+    def step_done(fn):
+        nonlocal raised
+        try:
+            fn()
+        except torch.OutOfMemoryError as e:
+            ooms.append(str(e).splitlines()[0][:200])
+            if not out:
+                raised = True
+                raise
+        torch.cuda.synchronize()
+        if out:
+            checkpoints.append(torch.cuda.memory_stats())
+            torch.cuda.memory_snapshot()  # adds the 'snapshot' entry
+    try:
+        WORKLOADS[workload](torch, step_done)
+    except torch.OutOfMemoryError:
+        pass
+    end = torch.cuda.memory_stats()
+    if not out:
+        print(json.dumps({"raised": raised, "num_ooms": end.get("num_ooms", 0),
+                          "peak_reserved": end["reserved_bytes.all.peak"],
+                          "peak_allocated": end["allocated_bytes.all.peak"], "total_memory": total,
+                          "limit": limit, "first_error": ooms[0] if ooms else None}))
+        return
+    snap = torch.cuda.memory._snapshot()
+    for tr in snap["device_traces"]:
+        for e in tr:
+            fr = e.get("frames") or []
+            e["frames"] = fr[:8] if e.get("action") == "oom" else []
+    for seg in snap["segments"]:
+        seg["frames"] = []
+        for b in seg.get("blocks", []):
+            b["frames"] = []
+    with open(os.path.join(out, name + ".pickle"), "wb") as fh:
+        pickle.dump(snap, fh)
+    if name == "tf_default":
+        with open(os.path.join(out, name + ".json"), "w") as fh:
+            json.dump(snap, fh)
+    meta = {"name": name, "workload": workload, "conf": conf, "limit": limit,
+            "fraction": (limit / total) if limit else None, "total_memory": total,
+            "mem_get_info": list(torch.cuda.mem_get_info()), "max_entries": max_entries,
+            "entries": [len(t) for t in snap["device_traces"]], "ooms_caught": ooms,
+            "torch": torch.__version__, "cuda": torch.version.cuda,
+            "device": torch.cuda.get_device_name(0)}
+    with open(os.path.join(out, name + ".stats.json"), "w") as fh:
+        json.dump({"checkpoints": checkpoints, "end": end, "meta": meta}, fh)
+
+
+def record(out, names):
+    os.makedirs(out, exist_ok=True)
+    done = {}
+    order = [n for n in RUNS if not names or n in names]
+    # runs whose limit needs a base run go after it
+    order.sort(key=lambda n: RUNS[n][2] is not None)
+    for n in order:
+        workload, conf, rule, max_entries, stacks = RUNS[n]
+        limit = 0
+        if rule:
+            base, how = rule
+            if base not in done:
+                with open(os.path.join(out, base + ".stats.json")) as fh:
+                    done[base] = json.load(fh)["end"]
+            pa, pr = done[base]["allocated_bytes.all.peak"], done[base]["reserved_bytes.all.peak"]
+            limit = int(0.8 * pa) if how == "tight" else (pa + pr) // 2
+            limit -= limit % (2 << 20)
+        env = dict(os.environ)
+        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+        if conf:
+            env["PYTORCH_CUDA_ALLOC_CONF"] = conf
+        t0 = time.time()
+        r = subprocess.run([sys.executable, HERE, "--child", n, workload, conf, str(limit), str(max_entries),
+                            "1" if stacks else "0", out], env=env, capture_output=True, text=True, timeout=300)
+        ok = r.returncode == 0
+        print("%s %s: %.1fs%s" % ("ok" if ok else "FAILED", n, time.time() - t0,
+                                  "" if ok else "\n" + r.stdout[-2000:] + r.stderr[-3000:]), flush=True)
+        if ok:
+            with open(os.path.join(out, n + ".stats.json")) as fh:
+                done[n] = json.load(fh)["end"]
+
+
+def main(argv):
+    if argv[:1] == ["--child"]:
+        name, workload, conf, limit, max_entries, stacks, out = argv[1:8]
+        child(name, workload, conf, int(limit), int(max_entries), stacks == "1", out)
+        return 0
+    if argv[:1] == ["--list"]:
+        for n, (w, c, rule, m, s) in RUNS.items():
+            print(n, w, repr(c), rule or "", m)
+        return 0
+    if argv[:1] == ["--run"]:
+        import argparse
+        ap = argparse.ArgumentParser()
+        ap.add_argument("--run", required=True, choices=sorted(WORKLOADS))
+        ap.add_argument("--conf", default="")
+        ap.add_argument("--limit", type=int, default=0)
+        a = ap.parse_args(argv)
+        if os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") != a.conf:
+            env = dict(os.environ)
+            env["PYTORCH_CUDA_ALLOC_CONF"] = a.conf
+            return subprocess.run([sys.executable, HERE] + argv, env=env).returncode
+        child(a.run, a.run, a.conf, a.limit, 0, False, None)
+        return 0
+    if argv[:1] == ["--out"] and len(argv) >= 2:
+        record(argv[1], argv[2:])
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,67 @@
+/* Python values read from untrusted files: a PyTorch memory snapshot as a
+ * pickle (unpickle.c) or as JSON (jsonread.c), into one tree.
+ *
+ * Nothing here executes anything. The pickle reader knows only the opcodes
+ * that plain data needs (protocols 2 to 5: dicts, lists, tuples, str,
+ * bytes, ints, floats, bool, None and the memo) and refuses every other
+ * opcode (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ, EXT*, ...)
+ * with an error naming it and its offset.
+ *
+ * Every node lives in one arena, freed at once: a pickle's memo can make
+ * one node the child of several, or even of itself (a list appended to
+ * itself), so the tree is a graph. Walk it along known keys, never by
+ * blind recursion. */
+#ifndef TC_PYVAL_H
+#define TC_PYVAL_H
+#include "tcuda.h"
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum tc_pv_kind {
+  TC_PV_NONE, TC_PV_BOOL, TC_PV_INT, TC_PV_FLOAT, TC_PV_STR, TC_PV_BYTES, TC_PV_LIST, TC_PV_TUPLE, TC_PV_DICT
+} tc_pv_kind;
+
+typedef struct tc_pv tc_pv;
+struct tc_pv {
+  tc_pv_kind kind;
+  uint32_t n; /* STR, BYTES: length in bytes; LIST, TUPLE: items; DICT: pairs */
+  union {
+    int64_t i;      /* BOOL (0 or 1), INT */
+    double f;       /* FLOAT */
+    const char *s;  /* STR (valid UTF-8, NUL-terminated, may hold NULs), BYTES */
+    tc_pv **items;  /* LIST, TUPLE: n items; DICT: 2n, key then value, in insertion order */
+  } u;
+};
+
+typedef struct tc_arena tc_arena;
+tc_arena *tc_arena_create(void);
+void tc_arena_destroy(tc_arena *ar);
+/* 16-byte aligned, zeroed; NULL on host OOM. */
+void *tc_arena_alloc(tc_arena *ar, size_t n);
+
+/* Limits on hostile input; exceeding one is TCUDA_ERROR_PARSE. */
+#define TC_PV_MAX_DEPTH 512 /* nesting of containers (stack marks, JSON brackets) */
+
+/* Parse len bytes: a pickle when the first byte is PROTO (0x80), else
+ * JSON. On success *out is the top value, allocated in ar. Errors are
+ * TCUDA_ERROR_PARSE with a message that starts with func and names what and
+ * where (pickle: the opcode by name and its byte offset; JSON: line and
+ * column), or TCUDA_ERROR_HOST_OUT_OF_MEMORY. *out is then NULL; what was
+ * allocated stays in ar until it is destroyed. */
+tcuda_status tc_pv_parse(const char *func, const void *data, size_t len, tc_arena *ar, tc_pv **out);
+tcuda_status tc_pv_unpickle(const char *func, const void *data, size_t len, tc_arena *ar, tc_pv **out);
+tcuda_status tc_pv_json(const char *func, const void *data, size_t len, tc_arena *ar, tc_pv **out);
+
+/* dict[key] for a STR key; NULL when v is no dict or the key is absent (the
+ * last pair wins for duplicate keys, as in Python). */
+const tc_pv *tc_pv_get(const tc_pv *v, const char *key);
+/* An INT or BOOL into *out: 1, else 0. */
+int tc_pv_as_int(const tc_pv *v, int64_t *out);
+/* An INT, BOOL or FLOAT as a double: 1, else 0. */
+int tc_pv_as_double(const tc_pv *v, double *out);
+/* A STR's text, else NULL. */
+const char *tc_pv_as_str(const tc_pv *v);
+/* LIST or TUPLE: its n and items, 1; else 0. */
+int tc_pv_as_seq(const tc_pv *v, tc_pv *const **items, size_t *n);
+
+#endif
