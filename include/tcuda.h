@@ -594,6 +594,70 @@ TCUDA_API tcuda_status tcuda_replay_file_to(const char *trace_path, const tcuda_
 /* @@REPLAY@@ */
 
 /* ======================================================================
+ * What-if on PyTorch memory snapshots (tcuda whatif, tcuda replay --simulate)
+ * ====================================================================== */
+
+/* A snapshot is the file torch.cuda.memory._dump_snapshot() writes (a
+ * pickle) or the same document as JSON, told apart by its content. Pickles
+ * are read by a restricted reader: plain data only (dict, list, tuple,
+ * str, bytes, int, float, bool, None); any opcode that would build another
+ * object or call anything (GLOBAL, REDUCE, BUILD, ...) is refused with an
+ * error naming it and its offset. Nothing is executed and no Python is
+ * needed. docs/whatif.md says what a replay reproduces exactly.
+ *
+ * Replay one device's history (opt->device; -1 = 0) on the simulated device
+ * (opt->simulate must be 1) and stream JSON to write_fn as
+ * tcuda_replay_file_to does: one element per "snapshot" entry of the
+ * history, then one for its end. opt->config NULL or "": the snapshot's own
+ * allocator_settings, with segments where torch placed them (torch's run,
+ * reproduced); otherwise that config, segments placed by the driver model.
+ * capacity (0: an H200's) and memory_fraction are the device's memory and
+ * set_per_process_memory_fraction. history_path writes a snapshot of the
+ * replay itself. addresses_file, maps_file, record_addresses and va_mode
+ * do not apply (an error). When the history's start was lost (torch's ring
+ * buffer was full), the state at its first entry is rebuilt from the
+ * snapshot's segments; counters that add up from the start (*.allocated,
+ * *.freed, num_*) are then null, and peaks are those of the window. A
+ * request that fails is an OOM in the stats, not an error. */
+TCUDA_API tcuda_status tcuda_replay_snapshot_to(const char *snapshot_path, const tcuda_replay_options_t *opt,
+                                                tcuda_status (*write_fn)(void *user, const char *bytes, size_t n),
+                                                void *user);
+
+typedef struct tcuda_whatif_options {
+  size_t struct_size;            /* sizeof(tcuda_whatif_options_t) */
+  const char *const *configs;    /* rows after the recorded config, PYTORCH_CUDA_ALLOC_CONF syntax;
+                                    NULL with num_configs 0: the default sweep */
+  size_t num_configs;
+  uint64_t capacity;             /* device bytes; 0: an H200's 150109880320 */
+  double memory_fraction;        /* set_per_process_memory_fraction for every row; 0: none */
+  int device;                    /* whose history; -1: 0 */
+  int threads;                   /* rows replayed at once; 0: one per CPU */
+  int series_points;             /* > 0: each row gets "series", reserved and allocated maxima at up
+                                    to this many points of the history's time (for charts) */
+  int no_min_limit;              /* 1: skip the min_limit search (null) */
+} tcuda_whatif_options_t;
+#define TCUDA_WHATIF_OPTIONS_INIT {.struct_size = sizeof(tcuda_whatif_options_t), .device = -1}
+
+/* What would other configs, or a limit, do to this history? Replays the
+ * snapshot under its own config (the first row, "source": "recorded") and
+ * under each of opt->configs (or the default sweep) and returns, in
+ * *json_out, {"snapshot": {...}, "configs": [rows], "recommended": {...}
+ * or null, "notes": [...]}. A row gives config, source, peak_reserved,
+ * peak_allocated, ratio, peak_segments, segment_calls, retries, ooms,
+ * first_oom ({request, size, frames} or null), min_limit (the smallest
+ * per-process limit, on the 2 MiB grid, under which the history has no
+ * OOM) and depends_on_adaptive. docs/whatif.md describes each. Errors: a
+ * file that is no snapshot (TCUDA_ERROR_PARSE, naming what and where), a
+ * bad config (TCUDA_ERROR_CONFIG, naming it), bad options. */
+TCUDA_API tcuda_status tcuda_whatif_file(const char *snapshot_path, const tcuda_whatif_options_t *opt,
+                                         char **json_out);
+/* The same for a snapshot held in memory (len bytes, pickle or JSON). */
+TCUDA_API tcuda_status tcuda_whatif_buffer(const void *data, size_t len, const tcuda_whatif_options_t *opt,
+                                           char **json_out);
+
+/* @@WHATIF@@ */
+
+/* ======================================================================
  * Memory history and snapshots (torch.cuda.memory._record_memory_history)
  * ====================================================================== */
 

@@ -61,5 +61,11 @@ uint64_t tc_backend_sim_used(const tc_backend *be);
  * order (then the sim's own). A base overlapping a live reservation fails
  * with "replay diverged at reservation N". Replaces an earlier list. */
 tcuda_status tc_backend_sim_reserve_at(tc_backend *be, const uint64_t *bases, size_t n);
+/* The next segment_alloc (which must ask for `size`) returns addr: a
+ * recorded placement fed one at a time. TCUDA_ERROR_INVALID_STATE, with no
+ * message, when the range overlaps a live segment or is misaligned. */
+tcuda_status tc_backend_sim_place_next(tc_backend *be, uint64_t addr, uint64_t size);
+/* Drops a placement that no segment_alloc took (the allocation failed). */
+void tc_backend_sim_place_cancel(tc_backend *be);
 
 #endif

@@ -2,7 +2,7 @@
  * complete only when told. Used by replay, what-if runs and CPU tests.
  *
  * The "driver" address model follows what was measured on an H200 with
- * driver 580 / CUDA 13.0 (the recorded tests/data/torch/*.addresses), refitted so that it
+ * driver 580 / CUDA 13.0 (the recorded tests/data/torch/NAME.addresses), refitted so that it
  * predicts every cudaMalloc address of the 15 recorded non-expandable traces
  * (548 of 548, up to the process's base). VA comes in chunks of
  * round_up(size, 32 MiB) placed downward; an allocation goes into an
@@ -649,4 +649,31 @@ tcuda_status tc_backend_sim_reserve_at(tc_backend *be, const uint64_t *bases, si
   s->res_pos = 0;
   pthread_mutex_unlock(&s->mu);
   return TCUDA_SUCCESS;
+}
+
+tcuda_status tc_backend_sim_place_next(tc_backend *be, uint64_t addr, uint64_t size) {
+  sim *s = (sim *)be->ctx;
+  size_t cap = s->nrec; /* rec grows one at a time here: its capacity is its length */
+  pthread_mutex_lock(&s->mu);
+  tcuda_status st = TCUDA_SUCCESS;
+  if (!addr || !size || addr + size < addr || addr % TC_MIN_BLOCK_SIZE || overlaps_live(s, addr, size, NULL)) {
+    st = TCUDA_ERROR_INVALID_STATE;
+  } else if (s->rec_pos < s->nrec) {
+    st = TCUDA_ERROR_INVALID_STATE; /* a file's recorded addresses are still in use */
+  } else if (!grow((void **)&s->rec, &cap, s->nrec + 1, sizeof *s->rec)) {
+    st = TCUDA_ERROR_HOST_OUT_OF_MEMORY;
+  } else {
+    s->rec[s->nrec++] = (sim_range){addr, size};
+    if (s->nrec == 1 || addr < s->rec_low) s->rec_low = addr;
+    if (addr + size > s->rec_high) s->rec_high = addr + size;
+  }
+  pthread_mutex_unlock(&s->mu);
+  return st;
+}
+
+void tc_backend_sim_place_cancel(tc_backend *be) {
+  sim *s = (sim *)be->ctx;
+  pthread_mutex_lock(&s->mu);
+  s->nrec = s->rec_pos;
+  pthread_mutex_unlock(&s->mu);
 }

@@ -83,4 +83,12 @@ tcuda_status tc_history_dump(const char *func, const char *path, int json);
 /* Forget an attached allocator (tests destroy theirs). */
 void tc_history_detach(tc_alloc *a);
 
+/* ---- replay.c ---- */
+/* The snapshot at the end of a replay on `a`, with the history `hist`
+ * recorded on it, written to path (JSON if it ends in ".json", else a
+ * memory_viz pickle); streams through map (NULL: as they are). */
+tcuda_status tc_replay_write_history(const char *func, tc_alloc *a, tc_history *hist, int device,
+                                     const tc_alloc_config *cfg, const char *conf_text, const char *path,
+                                     int64_t (*map)(void *, int64_t), void *ctx);
+
 #endif

@@ -301,26 +301,29 @@ static tcuda_status run_ops(replay *r) {
   return TCUDA_SUCCESS;
 }
 
-/* The snapshot at the end of the replay, with the whole history. Streams
- * are the trace's numbers, as in the JSON. */
-static tcuda_status write_history(replay *r, const tcuda_replay_options_t *o, const tc_alloc_config *cfg) {
+/* The snapshot at the end of a replay, with the whole history, written to
+ * path (JSON if it ends in ".json", else a memory_viz pickle). Streams go
+ * through map (NULL: as they are). Shared with snapshot replays. */
+tcuda_status tc_replay_write_history(const char *func, tc_alloc *a, tc_history *hist, int device,
+                                     const tc_alloc_config *cfg, const char *conf_text, const char *path,
+                                     int64_t (*map)(void *, int64_t), void *ctx) {
   tcuda_snapshot_t *snap = NULL;
-  tcuda_status s = tc_alloc_snapshot(r->a, &snap); /* adds the "snapshot" entry, as torch */
+  tcuda_status s = tc_alloc_snapshot(a, &snap); /* adds the "snapshot" entry, as torch */
   if (s) return s;
   tc_history_copy traces[TC_MAX_TRACE_DEVICES];
   memset(traces, 0, sizeof traces);
-  int dev = r->device >= 0 && r->device < TC_MAX_TRACE_DEVICES ? r->device : 0;
-  if ((s = tc_history_copy_take(r->hist, &traces[dev]))) {
+  int dev = device >= 0 && device < TC_MAX_TRACE_DEVICES ? device : 0;
+  if ((s = tc_history_copy_take(hist, &traces[dev]))) {
     tc_snapshot_free(snap);
     return s;
   }
   for (size_t i = 0; i < snap->num_segments; i++) snap->segments[i].device = dev;
   tc_snapshot_doc doc = {.snap = snap, .num_devices = dev + 1, .traces = traces, .cfg = cfg,
-                         .conf_text = o->config ? o->config : "", .seg_stream = map_stream,
-                         .trace_stream = map_stream, .stream_ctx = r};
-  size_t n = strlen(o->history_path);
-  int json = n >= 5 && !strcmp(o->history_path + n - 5, ".json");
-  s = tc_snapshot_doc_write(r->func, &doc, o->history_path, json);
+                         .conf_text = conf_text ? conf_text : "", .seg_stream = map,
+                         .trace_stream = map, .stream_ctx = ctx};
+  size_t n = strlen(path);
+  int json = n >= 5 && !strcmp(path + n - 5, ".json");
+  s = tc_snapshot_doc_write(func, &doc, path, json);
   tc_history_copy_free(&traces[dev]);
   tc_snapshot_free(snap);
   return s;
@@ -449,7 +452,8 @@ static tcuda_status replay_run(const char *func, const tc_trace *tr, const tcuda
     return s;
   }
   s = run_ops(&r);
-  if (!s && o->history_path) s = write_history(&r, o, &cfg);
+  if (!s && o->history_path)
+    s = tc_replay_write_history(func, r.a, r.hist, r.device, &cfg, o->config, o->history_path, map_stream, &r);
   if (!s) {
     /* give the memory back before reporting, so a failure there shows */
     tc_alloc_destroy(r.a);

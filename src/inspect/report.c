@@ -150,7 +150,17 @@ static void add_scalar(kv *t, size_t *n, const char *name, int64_t v) {
   t[(*n)++].value = v;
 }
 
-char *tc_report_stats_json(const tcuda_memory_stats_t *st) {
+/* Counters that add up from the allocator's creation: unknown when a
+ * replay starts inside a history whose beginning was lost. */
+static int cumulative(const char *key) {
+  size_t n = strlen(key);
+  return !strncmp(key, "num_", 4) || (n > 10 && !strcmp(key + n - 10, ".allocated")) ||
+         (n > 6 && !strcmp(key + n - 6, ".freed"));
+}
+
+char *tc_report_stats_json(const tcuda_memory_stats_t *st) { return tc_report_stats_json_window(st, 0); }
+
+char *tc_report_stats_json_window(const tcuda_memory_stats_t *st, int window) {
   if (!st) return NULL;
   kv t[TC_NUM_STAT_KEYS];
   size_t n = 0;
@@ -180,7 +190,8 @@ char *tc_report_stats_json(const tcuda_memory_stats_t *st) {
     if (i) tc_sbuf_puts(&b, ", ");
     tc_json_str(&b, t[i].key);
     tc_sbuf_puts(&b, ": ");
-    tc_json_i64(&b, t[i].value);
+    if (window && cumulative(t[i].key)) tc_sbuf_puts(&b, "null");
+    else tc_json_i64(&b, t[i].value);
   }
   tc_sbuf_puts(&b, "}");
   char *out = tc_sbuf_take(&b);

@@ -11,6 +11,10 @@
 char *tc_report_summary(const tcuda_memory_stats_t *st, int device, int abbreviated);
 /* memory_stats() as JSON with PyTorch's dotted keys, sorted as torch's dict. */
 char *tc_report_stats_json(const tcuda_memory_stats_t *st);
+/* The same with window 1: the counters that add up from the start
+ * (*.allocated, *.freed, num_*) are null, for a replay of a history whose
+ * start was lost. */
+char *tc_report_stats_json_window(const tcuda_memory_stats_t *st, int window);
 /* The snapshot's segments as a JSON array; stream ids mapped through
  * stream_map(ctx, id) when given (replay prints trace stream numbers). */
 char *tc_report_snapshot_json(const tcuda_snapshot_t *s, int64_t (*stream_map)(void *, int64_t), void *ctx);

@@ -1,0 +1,509 @@
+/* One replay of a torch history (torchsnap.h) on a fresh allocator over the
+ * simulated device.
+ *
+ * Exact mode (the snapshot's own settings) follows torch's recorded segment
+ * addresses and expandable maps, and tells empty_cache calls from the
+ * policy's own segment frees: torch records no entry for empty_cache, and
+ * its frees look like those of the OOM retry and of garbage collection. A
+ * recorded run of segment frees that the policy did not make by the next
+ * request (or other call) was an empty_cache; it is flagged on that op
+ * (HOP_F_EMPTY_BEFORE) for every later replay of the history.
+ *
+ * record_stream frees are replayed with events that complete exactly where
+ * torch's free_completed entries were. */
+#include "core/core.h"
+#include "torchsnap.h"
+#include <stdlib.h>
+#include <string.h>
+
+#define H200_BYTES 150109880320ULL
+#define REC_STREAM ((uint64_t)0xFFFFFFFFFFFFFFF1ULL) /* the stream a deferred free waits on: no real stream's value */
+
+typedef struct {
+  uint64_t addr, size;
+} range;
+
+typedef struct hr {
+  const char *func;
+  tc_hist *h;
+  const tc_hrun_opts *o;
+  tc_backend *sim;
+  tc_backend be;
+  tc_alloc *a;
+  uint64_t *addr;          /* slot -> current address (0: none) */
+  unsigned char *done;     /* slot -> its free_completed was passed */
+  uint32_t cur_slot;       /* the slot whose free records an event now */
+  /* exact mode: torch's segment placements, in order */
+  range *segs, *maps;
+  size_t nsegs, nmaps, seg_pos, map_pos;
+  int follow_segs, follow_maps;
+  /* exact mode: recorded segment frees the replay has not made yet, and
+   * frees the replay made that the history has not shown yet */
+  range *pend, *early;
+  size_t npend, cap_pend, nearly, cap_early;
+  int seg_alloc_since_free;
+  uint64_t segment_calls;
+  size_t diverged;
+} hr;
+
+/* ---- the backend: the simulator, placed as torch was, with events that
+ * complete where the history says ---- */
+
+static int take(range *v, size_t *n, uint64_t addr, uint64_t size) {
+  for (size_t i = 0; i < *n; i++) {
+    if (v[i].addr == addr && v[i].size == size) {
+      v[i] = v[--*n];
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static int push(range **v, size_t *n, size_t *cap, uint64_t addr, uint64_t size) {
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 16;
+    range *nv = realloc(*v, nc * sizeof *nv);
+    if (!nv) return 0;
+    *v = nv;
+    *cap = nc;
+  }
+  (*v)[(*n)++] = (range){addr, size};
+  return 1;
+}
+
+/* A segment free (or unmap) the replay made: it answers a recorded one, or
+ * waits for it. */
+static void replay_freed(hr *r, uint64_t addr, uint64_t size) {
+  if (r->o->exact != 1 || take(r->pend, &r->npend, addr, size)) return;
+  if (!push(&r->early, &r->nearly, &r->cap_early, addr, size)) r->diverged++;
+}
+
+static tcuda_status w_segment_alloc(void *c, int dev, uint64_t size, uint64_t *addr) {
+  hr *r = c;
+  int placed = 0;
+  if (r->follow_segs) {
+    if (r->seg_pos < r->nsegs && r->segs[r->seg_pos].size == size &&
+        tc_backend_sim_place_next(r->sim, r->segs[r->seg_pos].addr, size) == TCUDA_SUCCESS) {
+      placed = 1;
+    } else {
+      r->follow_segs = 0; /* once off torch's path, the driver model places the rest */
+      r->diverged++;
+    }
+  }
+  tcuda_status s = r->sim->segment_alloc(r->sim->ctx, dev, size, addr);
+  if (s) {
+    if (placed) tc_backend_sim_place_cancel(r->sim);
+    return s;
+  }
+  if (placed) r->seg_pos++;
+  r->segment_calls++;
+  return s;
+}
+
+static tcuda_status w_segment_free(void *c, int dev, uint64_t addr, uint64_t size) {
+  hr *r = c;
+  replay_freed(r, addr, size);
+  return r->sim->segment_free(r->sim->ctx, dev, addr, size);
+}
+
+static tcuda_status w_va_reserve(void *c, int dev, uint64_t size, uint64_t *addr) {
+  hr *r = c;
+  if (r->follow_maps && r->map_pos < r->nmaps) {
+    tcuda_status s = tc_backend_sim_reserve_at(r->sim, &r->maps[r->map_pos].addr, 1);
+    if (s) return s;
+  }
+  return r->sim->va_reserve(r->sim->ctx, dev, size, addr);
+}
+
+static tcuda_status w_va_release(void *c, int dev, uint64_t addr, uint64_t size) {
+  hr *r = c;
+  return r->sim->va_release(r->sim->ctx, dev, addr, size);
+}
+
+static tcuda_status w_map(void *c, int dev, uint64_t addr, uint64_t size) {
+  hr *r = c;
+  tcuda_status s = r->sim->map(r->sim->ctx, dev, addr, size);
+  if (s) return s;
+  r->segment_calls++;
+  if (r->follow_maps) {
+    if (r->map_pos < r->nmaps && r->maps[r->map_pos].addr == addr && r->maps[r->map_pos].size == size) {
+      r->map_pos++;
+    } else {
+      r->follow_maps = 0;
+      r->diverged++;
+      tc_backend_sim_reserve_at(r->sim, NULL, 0);
+    }
+  }
+  return s;
+}
+
+static tcuda_status w_unmap(void *c, int dev, uint64_t addr, uint64_t size) {
+  hr *r = c;
+  replay_freed(r, addr, size);
+  return r->sim->unmap(r->sim->ctx, dev, addr, size);
+}
+
+static tcuda_status w_event_record(void *c, int dev, uint64_t stream, void **ev) {
+  hr *r = c;
+  (void)dev;
+  (void)stream;
+  *ev = (void *)(uintptr_t)((uint64_t)r->cur_slot + 1);
+  return TCUDA_SUCCESS;
+}
+static int w_event_query(void *c, void *ev) {
+  hr *r = c;
+  uint64_t slot = (uint64_t)(uintptr_t)ev - 1;
+  return slot < r->h->num_slots ? r->done[slot] : 1;
+}
+static tcuda_status w_event_synchronize(void *c, void *ev) {
+  hr *r = c;
+  uint64_t slot = (uint64_t)(uintptr_t)ev - 1;
+  if (slot < r->h->num_slots) r->done[slot] = 1;
+  return TCUDA_SUCCESS;
+}
+static void w_event_release(void *c, void *ev) {
+  (void)c;
+  (void)ev;
+}
+static tcuda_status w_stream_synchronize(void *c, int dev, uint64_t stream) {
+  (void)c;
+  (void)dev;
+  (void)stream;
+  return TCUDA_SUCCESS;
+}
+static tcuda_status w_mem_info(void *c, int dev, uint64_t *fr, uint64_t *tot) {
+  hr *r = c;
+  return r->sim->mem_info(r->sim->ctx, dev, fr, tot);
+}
+
+/* ---- setup ---- */
+
+static tcuda_status oom(const char *func) { return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func); }
+
+static tcuda_status collect_placements(hr *r) {
+  const tc_hist *h = r->h;
+  size_t ns = 0, nm = 0;
+  for (size_t i = 0; i < h->num_ops; i++) {
+    ns += h->ops[i].kind == HOP_SEG_ALLOC;
+    nm += h->ops[i].kind == HOP_SEG_MAP;
+  }
+  r->segs = malloc((ns ? ns : 1) * sizeof *r->segs);
+  r->maps = malloc((nm ? nm : 1) * sizeof *r->maps);
+  if (!r->segs || !r->maps) return oom(r->func);
+  for (size_t i = 0; i < h->num_ops; i++) {
+    const tc_hop *op = &h->ops[i];
+    if (op->kind == HOP_SEG_ALLOC) r->segs[r->nsegs++] = (range){op->addr, op->size};
+    if (op->kind == HOP_SEG_MAP) r->maps[r->nmaps++] = (range){op->addr, op->size};
+  }
+  r->follow_segs = r->follow_maps = 1;
+  return TCUDA_SUCCESS;
+}
+
+/* A truncated history's starting state. Exact mode rebuilds torch's
+ * segments at their addresses and carves them into the live blocks and
+ * free gaps (allocating every piece in address order, then freeing the
+ * gaps); other configs allocate the live blocks in address order and let
+ * the policy place them. Peaks then restart (reset_peak), so peaks are
+ * those of the window. */
+static tcuda_status seed(hr *r) {
+  tc_hist *h = r->h;
+  tcuda_status s = TCUDA_SUCCESS;
+  uint64_t *gaps = NULL;
+  size_t ngaps = 0, capg = 0;
+  for (size_t k = 0; k < h->num_segs && !s; k++) {
+    const tc_hseg *sg = &h->segs[k];
+    const tc_hblock *b = &h->blocks[sg->first_block];
+    if (r->o->exact && !sg->expandable) {
+      /* the whole segment as one block, freed: the pool then holds it alone on its stream */
+      uint64_t whole = 0;
+      uint64_t req = sg->small ? TC_SMALL_SIZE : sg->size;
+      if (tc_backend_sim_place_next(r->sim, sg->addr, sg->size)) { r->diverged++; continue; }
+      int follow = r->follow_segs;
+      r->follow_segs = 0;
+      s = tc_alloc_malloc(r->a, req, sg->stream, &whole);
+      r->follow_segs = follow;
+      if (s) break;
+      uint64_t got_seg = 0, got_size = 0, bs, bz;
+      tc_alloc_block_info(r->a, whole, &bs, &bz, &got_seg, &got_size);
+      if (got_seg != sg->addr || got_size != sg->size) r->diverged++;
+      /* for the small pool the 1 MiB request split it: free both halves */
+      uint64_t other = 0;
+      if (sg->small) s = tc_alloc_malloc(r->a, TC_SMALL_SIZE, sg->stream, &other);
+      if (!s) s = tc_alloc_free(r->a, whole);
+      if (!s && other) s = tc_alloc_free(r->a, other);
+      uint64_t at = sg->addr;
+      for (size_t j = 0; j <= sg->num_blocks && !s; j++) {
+        uint64_t next = j < sg->num_blocks ? b[j].addr : sg->addr + sg->size;
+        if (next > at) { /* a free gap: hold it while carving */
+          uint64_t g = 0;
+          if (!(s = tc_alloc_malloc(r->a, next - at, sg->stream, &g))) {
+            if (ngaps == capg) {
+              size_t nc = capg ? capg * 2 : 64;
+              uint64_t *ng = realloc(gaps, nc * sizeof *ng);
+              if (!ng) { s = oom(r->func); break; }
+              gaps = ng;
+              capg = nc;
+            }
+            gaps[ngaps++] = g;
+          }
+        }
+        if (s || j == sg->num_blocks) break;
+        uint64_t p = 0;
+        uint64_t want = tc_alloc_round_size(&h->cfg, b[j].requested) == b[j].size ? b[j].requested : b[j].size;
+        if (!(s = tc_alloc_malloc(r->a, want, sg->stream, &p))) {
+          if (p != b[j].addr) r->diverged++;
+          if (b[j].slot != HOP_NO_SLOT) r->addr[b[j].slot] = p;
+        }
+        at = b[j].addr + b[j].size;
+      }
+    } else {
+      for (size_t j = 0; j < sg->num_blocks && !s; j++) {
+        uint64_t p = 0;
+        s = tc_alloc_malloc(r->a, b[j].requested ? b[j].requested : b[j].size, sg->stream, &p);
+        if (!s && b[j].slot != HOP_NO_SLOT) r->addr[b[j].slot] = p;
+      }
+    }
+  }
+  for (size_t i = 0; i < ngaps && !s; i++) s = tc_alloc_free(r->a, gaps[i]);
+  free(gaps);
+  /* blocks whose free was requested before the window: their events wait */
+  for (size_t k = 0; k < h->num_blocks && !s; k++) {
+    const tc_hblock *b = &h->blocks[k];
+    if (!b->pending || b->slot == HOP_NO_SLOT || !r->addr[b->slot]) continue;
+    r->cur_slot = b->slot;
+    s = tc_alloc_record_stream(r->a, r->addr[b->slot], REC_STREAM);
+    if (!s) s = tc_alloc_free(r->a, r->addr[b->slot]);
+    r->addr[b->slot] = 0;
+  }
+  if (s == TCUDA_ERROR_OUT_OF_MEMORY) {
+    tcuda_clear_error();
+    s = TCUDA_SUCCESS;
+    r->diverged++;
+  }
+  tc_alloc_reset_peak(r->a);
+  return s;
+}
+
+/* ---- the loop ---- */
+
+/* Could the policy itself free segments in this request? Only when no
+ * cached block fits (the recorded history then shows a new segment, or an
+ * OOM), and only under a limit that the new segment would pass, or with
+ * garbage collection on. */
+static int policy_may_free(hr *r, const tc_hop *op, const tc_alloc_config *cfg, uint64_t allowed) {
+  if (op->kind != HOP_OOM && !r->seg_alloc_since_free) return 0;
+  tcuda_memory_stats_t st;
+  tc_alloc_get_stats(r->a, &st);
+  uint64_t need = tc_alloc_segment_size(tc_alloc_round_size(cfg, op->size));
+  uint64_t reserved = (uint64_t)st.reserved_bytes[TCUDA_STAT_ALL].current;
+  if (allowed && (cfg->garbage_collection_threshold > 0 || reserved + need > allowed)) return 1;
+  uint64_t cap = r->o->capacity ? r->o->capacity : H200_BYTES;
+  return reserved + need > cap;
+}
+
+typedef struct {
+  int n, cur;
+  size_t per;
+} series_state;
+
+static tcuda_status series_init(hr *r, tc_hrun_result *res, series_state *ss) {
+  int n = r->o->series_points;
+  if (n <= 0) return TCUDA_SUCCESS;
+  size_t ops = r->h->num_ops ? r->h->num_ops : 1;
+  if ((size_t)n > ops) n = (int)ops;
+  res->series_t = calloc((size_t)n, sizeof *res->series_t);
+  res->series_reserved = calloc((size_t)n, sizeof *res->series_reserved);
+  res->series_allocated = calloc((size_t)n, sizeof *res->series_allocated);
+  if (!res->series_t || !res->series_reserved || !res->series_allocated) return oom(r->func);
+  ss->n = n;
+  ss->per = (ops + (size_t)n - 1) / (size_t)n;
+  ss->cur = 0;
+  return TCUDA_SUCCESS;
+}
+
+/* The point that ends at op i: the maxima since the last point, read from
+ * the peaks, which restart at each point (the run's peaks are then the
+ * maxima of the points). */
+static void series_point(hr *r, tc_hrun_result *res, series_state *ss, size_t i) {
+  tcuda_memory_stats_t st;
+  tc_alloc_get_stats(r->a, &st);
+  uint64_t pr = (uint64_t)st.reserved_bytes[0].peak, pa = (uint64_t)st.allocated_bytes[0].peak;
+  uint64_t ps = (uint64_t)st.segment[0].peak;
+  if (pr > res->peak_reserved) res->peak_reserved = pr;
+  if (pa > res->peak_allocated) res->peak_allocated = pa;
+  if (ps > res->peak_segments) res->peak_segments = ps;
+  if (ss->cur < ss->n) {
+    res->series_t[ss->cur] = (double)r->h->op_time_us[i < r->h->num_ops ? i : r->h->num_ops - 1] / 1000.0;
+    res->series_reserved[ss->cur] = pr;
+    res->series_allocated[ss->cur] = pa;
+    res->series_n = ++ss->cur;
+  }
+  tc_alloc_reset_peak(r->a);
+}
+
+static tcuda_status run_ops(hr *r, tc_hrun_result *res, const tc_alloc_config *cfg, uint64_t allowed) {
+  tc_hist *h = r->h;
+  const tc_hrun_opts *o = r->o;
+  series_state ss = {0};
+  tcuda_status s = series_init(r, res, &ss);
+  size_t req = 0;
+  for (size_t i = 0; i < h->num_ops && !s; i++) {
+    tc_hop *op = &h->ops[i];
+    if (o->exact == 1) {
+      switch (op->kind) {
+      case HOP_SEG_FREE:
+      case HOP_SEG_UNMAP:
+        if (!take(r->early, &r->nearly, op->addr, op->size) &&
+            !push(&r->pend, &r->npend, &r->cap_pend, op->addr, op->size))
+          return oom(r->func);
+        r->seg_alloc_since_free = 0;
+        break;
+      case HOP_SEG_ALLOC:
+      case HOP_SEG_MAP:
+        r->seg_alloc_since_free = 1;
+        break;
+      case HOP_FREE_DONE:
+        break;
+      default:
+        if (r->npend && !((op->kind == HOP_ALLOC || op->kind == HOP_OOM) && policy_may_free(r, op, cfg, allowed))) {
+          op->flags |= HOP_F_EMPTY_BEFORE;
+          res->inferred_empty++;
+        }
+      }
+    }
+    if (op->flags & HOP_F_EMPTY_BEFORE) {
+      if ((s = tc_alloc_empty_cache(r->a))) break;
+      if (o->exact == 1 && r->npend) { /* frees that neither the policy nor empty_cache explain */
+        r->diverged += r->npend;
+        r->npend = 0;
+      }
+    }
+    switch (op->kind) {
+    case HOP_ALLOC:
+    case HOP_OOM: {
+      uint64_t p = 0;
+      s = tc_alloc_malloc(r->a, op->size, op->stream, &p);
+      if (s == TCUDA_ERROR_OUT_OF_MEMORY) {
+        tcuda_clear_error();
+        s = TCUDA_SUCCESS;
+        if (res->first_oom < 0) {
+          res->first_oom = (int64_t)req;
+          res->first_oom_size = op->size;
+        }
+        if (o->stop_at_oom) i = h->num_ops;
+        p = 0;
+      } else if (!s && op->kind == HOP_OOM && p) {
+        /* torch refused it and the program went on without it: here it
+         * fits, and is given back at once */
+        s = tc_alloc_free(r->a, p);
+        p = 0;
+      }
+      if (op->kind == HOP_ALLOC && op->slot < h->num_slots) r->addr[op->slot] = p;
+      req++;
+      break;
+    }
+    case HOP_FREE:
+      if (op->slot < h->num_slots && r->addr[op->slot]) s = tc_alloc_free(r->a, r->addr[op->slot]);
+      if (op->slot < h->num_slots) r->addr[op->slot] = 0;
+      break;
+    case HOP_FREE_REQ:
+      if (op->slot < h->num_slots && r->addr[op->slot]) {
+        r->cur_slot = op->slot;
+        s = tc_alloc_record_stream(r->a, r->addr[op->slot], REC_STREAM);
+        if (!s) s = tc_alloc_free(r->a, r->addr[op->slot]);
+        r->addr[op->slot] = 0;
+      }
+      break;
+    case HOP_FREE_DONE:
+      if (op->slot < h->num_slots) r->done[op->slot] = 1;
+      break;
+    case HOP_SNAPSHOT:
+      if (o->checkpoint) s = o->checkpoint(o->user, r->a, 0);
+      break;
+    default:
+      break;
+    }
+    if (!s && ss.n && ((i + 1) % ss.per == 0)) series_point(r, res, &ss, i);
+  }
+  if (!s && ss.n) series_point(r, res, &ss, h->num_ops ? h->num_ops - 1 : 0);
+  return s;
+}
+
+void tc_hrun_result_free(tc_hrun_result *r) {
+  free(r->series_t);
+  free(r->series_reserved);
+  free(r->series_allocated);
+  r->series_t = NULL;
+  r->series_reserved = r->series_allocated = NULL;
+  r->series_n = 0;
+}
+
+tcuda_status tc_hist_run(const char *func, tc_hist *h, const tc_hrun_opts *o, tc_hrun_result *res) {
+  memset(res, 0, sizeof *res);
+  res->first_oom = -1;
+  hr r;
+  memset(&r, 0, sizeof r);
+  r.func = func;
+  r.h = h;
+  r.o = o;
+  const tc_alloc_config *cfg = o->cfg ? o->cfg : &h->cfg;
+  uint64_t cap = o->capacity ? o->capacity : H200_BYTES;
+  tc_sim_options so = {.capacity = cap, .va = TC_SIM_VA_DRIVER};
+  /* the driver's first layout differs when a side stream allocates first */
+  for (size_t i = 0; i < h->num_ops; i++) {
+    if (h->ops[i].kind == HOP_ALLOC) {
+      so.streams_before_first_malloc = h->ops[i].stream != 0;
+      break;
+    }
+  }
+  tcuda_status s = tc_backend_sim_create(&so, &r.sim);
+  if (!s && o->exact) s = collect_placements(&r);
+  if (!s) {
+    r.addr = calloc(h->num_slots ? h->num_slots : 1, sizeof *r.addr);
+    r.done = calloc(h->num_slots ? h->num_slots : 1, 1);
+    if (!r.addr || !r.done) s = oom(func);
+  }
+  if (!s) {
+    r.be = (tc_backend){.name = "sim", .ctx = &r, .segment_alloc = w_segment_alloc, .segment_free = w_segment_free,
+                        .va_reserve = w_va_reserve, .va_release = w_va_release, .map = w_map, .unmap = w_unmap,
+                        .event_record = w_event_record, .event_query = w_event_query,
+                        .event_synchronize = w_event_synchronize, .event_release = w_event_release,
+                        .stream_synchronize = w_stream_synchronize, .mem_info = w_mem_info};
+    s = tc_alloc_create(0, &r.be, cfg, cap, &r.a);
+  }
+  uint64_t allowed = 0;
+  double fraction = o->fraction;
+  if (o->limit) fraction = (double)o->limit / (double)cap;
+  if (!s && fraction > 0) {
+    if (fraction > 1.0) fraction = 1.0;
+    s = tc_alloc_set_memory_fraction(r.a, fraction);
+    allowed = (uint64_t)(fraction * (double)cap);
+  }
+  if (!s && o->on_create) s = o->on_create(o->user, r.a);
+  if (!s && h->truncated) s = seed(&r);
+  if (!s) s = run_ops(&r, res, cfg, allowed);
+  if (!s && o->checkpoint) s = o->checkpoint(o->user, r.a, 1);
+  if (!s) {
+    tcuda_memory_stats_t st;
+    tc_alloc_get_stats(r.a, &st);
+    if (!o->series_points) {
+      res->peak_reserved = (uint64_t)st.reserved_bytes[0].peak;
+      res->peak_allocated = (uint64_t)st.allocated_bytes[0].peak;
+      res->peak_segments = (uint64_t)st.segment[0].peak;
+    }
+    res->retries = (uint64_t)st.num_alloc_retries;
+    res->ooms = (uint64_t)st.num_ooms;
+    res->segment_calls = r.segment_calls;
+    res->diverged = r.diverged + r.npend + r.nearly;
+  }
+  if (r.a) tc_alloc_destroy(r.a);
+  if (r.sim) tc_backend_sim_destroy(r.sim);
+  free(r.addr);
+  free(r.done);
+  free(r.segs);
+  free(r.maps);
+  free(r.pend);
+  free(r.early);
+  if (s) tc_hrun_result_free(res);
+  return s;
+}

@@ -1,0 +1,614 @@
+/* A PyTorch memory snapshot's history into replayable ops (torchsnap.h).
+ *
+ * The snapshot is untrusted: every field is checked for its type and range
+ * and errors name the entry. Entries of actions this reader does not know
+ * (newer torch versions add some) are skipped. */
+#include "core/core.h"
+#include "json.h"
+#include "pyval.h"
+#include "torchsnap.h"
+#include "trace.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MIB ((uint64_t)1 << 20)
+#define MAX_TRACE_ENTRIES ((size_t)UINT32_MAX - 1) /* slots and request indexes are 32-bit */
+
+/* ---- an address -> slot map (open addressing, linear probing) ---- */
+
+typedef struct {
+  uint64_t *key; /* 0 = empty (address 0 is never a block) */
+  uint32_t *val;
+  size_t cap, n;
+} amap;
+
+static size_t amap_hash(uint64_t k, size_t cap) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdULL;
+  k ^= k >> 33;
+  return (size_t)k & (cap - 1);
+}
+
+static int amap_grow(amap *m) {
+  size_t nc = m->cap ? m->cap * 2 : 1024;
+  uint64_t *nk = calloc(nc, sizeof *nk);
+  uint32_t *nv = malloc(nc * sizeof *nv);
+  if (!nk || !nv) {
+    free(nk);
+    free(nv);
+    return 0;
+  }
+  for (size_t i = 0; i < m->cap; i++) {
+    if (!m->key[i]) continue;
+    size_t j = amap_hash(m->key[i], nc);
+    while (nk[j]) j = (j + 1) & (nc - 1);
+    nk[j] = m->key[i];
+    nv[j] = m->val[i];
+  }
+  free(m->key);
+  free(m->val);
+  m->key = nk;
+  m->val = nv;
+  m->cap = nc;
+  return 1;
+}
+
+static uint32_t *amap_find(const amap *m, uint64_t k) {
+  if (!m->cap || !k) return NULL;
+  for (size_t j = amap_hash(k, m->cap);; j = (j + 1) & (m->cap - 1)) {
+    if (!m->key[j]) return NULL;
+    if (m->key[j] == k) return &m->val[j];
+  }
+}
+
+static int amap_put(amap *m, uint64_t k, uint32_t v) {
+  uint32_t *p = amap_find(m, k);
+  if (p) { *p = v; return 1; }
+  if ((m->n + 1) * 2 > m->cap && !amap_grow(m)) return 0;
+  size_t j = amap_hash(k, m->cap);
+  while (m->key[j]) j = (j + 1) & (m->cap - 1);
+  m->key[j] = k;
+  m->val[j] = v;
+  m->n++;
+  return 1;
+}
+
+/* Backward-shift deletion keeps probe chains whole without tombstones. */
+static void amap_del(amap *m, uint64_t k) {
+  if (!m->cap || !k) return;
+  size_t j = amap_hash(k, m->cap);
+  while (m->key[j] && m->key[j] != k) j = (j + 1) & (m->cap - 1);
+  if (!m->key[j]) return;
+  m->n--;
+  size_t hole = j;
+  for (size_t i = (j + 1) & (m->cap - 1); m->key[i]; i = (i + 1) & (m->cap - 1)) {
+    size_t home = amap_hash(m->key[i], m->cap);
+    /* move i into the hole when its home is not in (hole, i] */
+    if ((i > hole && (home <= hole || home > i)) || (i < hole && home <= hole && home > i)) {
+      m->key[hole] = m->key[i];
+      m->val[hole] = m->val[i];
+      hole = i;
+    }
+  }
+  m->key[hole] = 0;
+}
+
+static void amap_free(amap *m) {
+  free(m->key);
+  free(m->val);
+  memset(m, 0, sizeof *m);
+}
+
+/* ---- growable arrays ---- */
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return 1;
+  size_t c = *cap ? *cap : 64;
+  while (c < need) c *= 2;
+  void *n = realloc(*p, c * elem);
+  if (!n) return 0;
+  *p = n;
+  *cap = c;
+  return 1;
+}
+
+/* ---- reading fields ---- */
+
+typedef struct {
+  const char *func;
+  tc_hist *h;
+  size_t cap_ops, cap_req, cap_frames, cap_segs, cap_blocks;
+  amap live;   /* block address -> slot (bit 31 of nothing: pending frees live here too) */
+  amap segseen; /* segment address -> 1: a segment entry for it was seen */
+  amap blkseen; /* block address -> 1: an entry for it was seen */
+  unsigned char *pending; /* slot -> free_requested seen, free_completed not yet */
+  size_t cap_pending, cap_times;
+  uint64_t now_us; /* the current entry's time_us */
+} conv;
+
+static tcuda_status oom(const char *func) { return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func); }
+
+static tcuda_status bad(const char *func, size_t i, const char *what) {
+  return tc_error(TCUDA_ERROR_PARSE, "%s: device trace entry %zu: %s", func, i, what);
+}
+
+static int get_u64(const tc_pv *d, const char *key, uint64_t *out) {
+  int64_t v;
+  if (!tc_pv_as_int(tc_pv_get(d, key), &v) || v < 0) return 0;
+  *out = (uint64_t)v;
+  return 1;
+}
+
+static tcuda_status add_op(conv *c, tc_hop op) {
+  tc_hist *h = c->h;
+  if (!grow((void **)&h->ops, &c->cap_ops, h->num_ops + 1, sizeof *h->ops) ||
+      !grow((void **)&h->op_time_us, &c->cap_times, h->num_ops + 1, sizeof *h->op_time_us))
+    return oom(c->func);
+  h->op_time_us[h->num_ops] = h->t0_us && c->now_us >= h->t0_us ? c->now_us - h->t0_us : 0;
+  h->ops[h->num_ops++] = op;
+  return TCUDA_SUCCESS;
+}
+
+static tcuda_status new_slot(conv *c, uint32_t *slot) {
+  tc_hist *h = c->h;
+  if (!grow((void **)&c->pending, &c->cap_pending, h->num_slots + 1, 1)) return oom(c->func);
+  c->pending[h->num_slots] = 0;
+  *slot = (uint32_t)h->num_slots++;
+  return TCUDA_SUCCESS;
+}
+
+static tcuda_status add_block(conv *c, tc_hblock b) {
+  tc_hist *h = c->h;
+  if (!grow((void **)&h->blocks, &c->cap_blocks, h->num_blocks + 1, sizeof *h->blocks)) return oom(c->func);
+  h->blocks[h->num_blocks++] = b;
+  h->truncated = 1;
+  return TCUDA_SUCCESS;
+}
+
+static tcuda_status add_seg(conv *c, tc_hseg s) {
+  tc_hist *h = c->h;
+  if (!grow((void **)&h->segs, &c->cap_segs, h->num_segs + 1, sizeof *h->segs)) return oom(c->func);
+  h->segs[h->num_segs++] = s;
+  h->truncated = 1;
+  return TCUDA_SUCCESS;
+}
+
+/* frames: [{name, filename, line}, ...] as a JSON array, kept only when
+ * the list is not empty. */
+static tcuda_status keep_frames(conv *c, size_t req, const tc_pv *frames) {
+  tc_pv *const *it;
+  size_t n;
+  if (!tc_pv_as_seq(frames, &it, &n) || !n) return TCUDA_SUCCESS;
+  tc_sbuf b = {0};
+  tc_sbuf_put(&b, "[", 1);
+  size_t shown = 0;
+  for (size_t k = 0; k < n && shown < 64; k++) {
+    const char *name = tc_pv_as_str(tc_pv_get(it[k], "name"));
+    const char *file = tc_pv_as_str(tc_pv_get(it[k], "filename"));
+    int64_t line = 0;
+    tc_pv_as_int(tc_pv_get(it[k], "line"), &line);
+    if (!name && !file) continue;
+    if (shown++) tc_sbuf_puts(&b, ", ");
+    tc_sbuf_puts(&b, "{\"name\": ");
+    tc_json_str(&b, name ? name : "");
+    tc_sbuf_puts(&b, ", \"filename\": ");
+    tc_json_str(&b, file ? file : "");
+    tc_sbuf_puts(&b, ", \"line\": ");
+    tc_json_i64(&b, line);
+    tc_sbuf_put(&b, "}", 1);
+  }
+  tc_sbuf_put(&b, "]", 1);
+  char *s = tc_sbuf_take(&b);
+  if (!s) return oom(c->func);
+  if (!shown) { free(s); return TCUDA_SUCCESS; }
+  tc_hist *h = c->h;
+  if (!grow((void **)&h->frames_req, &c->cap_frames, h->num_frames + 1, sizeof *h->frames_req)) {
+    free(s);
+    return oom(c->func);
+  }
+  size_t cap2 = c->cap_frames; /* frames_json grows with frames_req */
+  char **nj = realloc(h->frames_json, cap2 * sizeof *nj);
+  if (!nj) { free(s); return oom(c->func); }
+  h->frames_json = nj;
+  h->frames_req[h->num_frames] = (uint32_t)req;
+  h->frames_json[h->num_frames++] = s;
+  return TCUDA_SUCCESS;
+}
+
+/* Library workspace tries that torch counted as OOMs though the program went
+ * on: cuDNN's convolution and cuBLAS try a workspace and take a smaller one
+ * when it fails. Their frames point there; with no frames (an autograd
+ * thread) the tell is a smaller request right after, with no free between. */
+static int library_frames(const char *json) {
+  static const char *marks[] = {"cudnn", "cuDNN", "cublas", "cuBLAS", "orkspace", "_conv_forward", "convolution"};
+  for (size_t k = 0; k < sizeof marks / sizeof *marks; k++)
+    if (strstr(json, marks[k])) return 1;
+  return 0;
+}
+
+static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, size_t *skip) {
+  tc_hist *h = c->h;
+  const tc_pv *e = ents[i];
+  if (!e || e->kind != TC_PV_DICT) return bad(c->func, i, "not a dict");
+  const char *act = tc_pv_as_str(tc_pv_get(e, "action"));
+  if (!act) return bad(c->func, i, "no 'action' string");
+  uint64_t addr = 0, size = 0, stream = 0;
+  int64_t sv = 0;
+  int is_oom = !strcmp(act, "oom");
+  if (!get_u64(e, is_oom ? "device_free" : "addr", &addr) && !(is_oom && get_u64(e, "addr", &addr)))
+    return bad(c->func, i, is_oom ? "no 'device_free' integer >= 0" : "no 'addr' integer >= 0");
+  if (!get_u64(e, "size", &size)) return bad(c->func, i, "no 'size' integer >= 0");
+  if (tc_pv_get(e, "stream") && !tc_pv_as_int(tc_pv_get(e, "stream"), &sv))
+    return bad(c->func, i, "'stream' is not an integer");
+  stream = (uint64_t)sv;
+  int64_t t = 0;
+  if (tc_pv_as_int(tc_pv_get(e, "time_us"), &t) && t > 0) {
+    if (!h->t0_us) h->t0_us = (uint64_t)t;
+    h->t1_us = (uint64_t)t;
+    c->now_us = (uint64_t)t;
+  }
+  tcuda_status s = TCUDA_SUCCESS;
+  uint32_t *p;
+  if (!strcmp(act, "alloc") || is_oom) {
+    if (h->num_requests >= MAX_TRACE_ENTRIES) return bad(c->func, i, "too many requests");
+    if (!is_oom && !addr) return bad(c->func, i, "an 'alloc' at address 0");
+    if (!is_oom && size > TC_TRACE_MAX_SIZE) return bad(c->func, i, "an 'alloc' size over 2^64 - 2 MiB - 1");
+    if (is_oom && size > TC_TRACE_MAX_SIZE) size = TC_TRACE_MAX_SIZE;
+    if (!grow((void **)&h->req_op, &c->cap_req, h->num_requests + 1, sizeof *h->req_op)) return oom(c->func);
+    h->req_op[h->num_requests] = (uint32_t)h->num_ops;
+    if ((s = keep_frames(c, h->num_requests, tc_pv_get(e, "frames")))) return s;
+    h->num_requests++;
+    tc_hop op = {.kind = is_oom ? HOP_OOM : HOP_ALLOC, .slot = HOP_NO_SLOT, .stream = stream, .addr = addr, .size = size};
+    if (!is_oom) {
+      if ((p = amap_find(&c->live, addr))) amap_del(&c->live, addr); /* a lost free: forget the old block */
+      if ((s = new_slot(c, &op.slot))) return s;
+      if (!amap_put(&c->live, addr, op.slot) || !amap_put(&c->blkseen, addr, 1)) return oom(c->func);
+    } else {
+      h->recorded_ooms++;
+      int lib = h->num_frames && h->frames_req[h->num_frames - 1] == h->num_requests - 1 &&
+                library_frames(h->frames_json[h->num_frames - 1]);
+      if (!lib && !(h->num_frames && h->frames_req[h->num_frames - 1] == h->num_requests - 1)) {
+        /* no frames: a smaller request next, before any free */
+        for (size_t k = i + 1; k < n && k < i + 64; k++) {
+          const char *a2 = tc_pv_as_str(tc_pv_get(ents[k], "action"));
+          uint64_t s2;
+          if (!a2 || !strncmp(a2, "free", 4)) break;
+          if ((!strcmp(a2, "alloc") || !strcmp(a2, "oom")) && get_u64(ents[k], "size", &s2)) {
+            lib = s2 < size;
+            break;
+          }
+        }
+      }
+      if (lib) {
+        op.flags |= HOP_F_ADAPTIVE;
+        h->adaptive_ooms++;
+      }
+    }
+    return add_op(c, op);
+  }
+  if (!strcmp(act, "free_requested") || !strcmp(act, "free_completed")) {
+    int req = act[5] == 'r';
+    uint32_t slot;
+    p = amap_find(&c->live, addr);
+    if (!p) {
+      /* a block from before the window */
+      if (amap_find(&c->blkseen, addr) || !addr) return TCUDA_SUCCESS; /* a second free: ignore */
+      if ((s = new_slot(c, &slot))) return s;
+      if (!amap_put(&c->blkseen, addr, 1)) return oom(c->func);
+      if ((s = add_block(c, (tc_hblock){.addr = addr, .requested = size, .slot = slot, .pending = !req}))) return s;
+      if (req) {
+        if (!amap_put(&c->live, addr, slot)) return oom(c->func);
+        p = amap_find(&c->live, addr);
+      } else {
+        c->pending[slot] = 1;
+        return add_op(c, (tc_hop){.kind = HOP_FREE_DONE, .slot = slot, .stream = stream, .addr = addr, .size = size});
+      }
+    }
+    slot = *p;
+    if (req) {
+      if (c->pending[slot]) return TCUDA_SUCCESS; /* requested twice */
+      const tc_pv *nx = i + 1 < n ? ents[i + 1] : NULL;
+      const char *na = nx ? tc_pv_as_str(tc_pv_get(nx, "action")) : NULL;
+      uint64_t naddr = 0;
+      if (na && !strcmp(na, "free_completed") && get_u64(nx, "addr", &naddr) && naddr == addr) {
+        *skip = 1;
+        amap_del(&c->live, addr);
+        return add_op(c, (tc_hop){.kind = HOP_FREE, .slot = slot, .stream = stream, .addr = addr, .size = size});
+      }
+      c->pending[slot] = 1;
+      return add_op(c, (tc_hop){.kind = HOP_FREE_REQ, .slot = slot, .stream = stream, .addr = addr, .size = size});
+    }
+    amap_del(&c->live, addr);
+    if (!c->pending[slot]) /* completed with no request: a plain free */
+      return add_op(c, (tc_hop){.kind = HOP_FREE, .slot = slot, .stream = stream, .addr = addr, .size = size});
+    c->pending[slot] = 0;
+    return add_op(c, (tc_hop){.kind = HOP_FREE_DONE, .slot = slot, .stream = stream, .addr = addr, .size = size});
+  }
+  static const struct {
+    const char *name;
+    uint8_t kind;
+  } segs[] = {{"segment_alloc", HOP_SEG_ALLOC}, {"segment_free", HOP_SEG_FREE},
+              {"segment_map", HOP_SEG_MAP},     {"segment_unmap", HOP_SEG_UNMAP}};
+  for (size_t k = 0; k < 4; k++) {
+    if (strcmp(act, segs[k].name)) continue;
+    if (!addr || !size || addr + size < addr) return bad(c->func, i, "a segment entry with a bad address or size");
+    if (!amap_find(&c->segseen, addr)) {
+      if (!amap_put(&c->segseen, addr, 1)) return oom(c->func);
+      /* a non-expandable segment freed before any allocation of it in the
+       * window existed when the window began */
+      if (segs[k].kind == HOP_SEG_FREE &&
+          (s = add_seg(c, (tc_hseg){.addr = addr, .size = size, .stream = stream, .small = size == 2 * MIB})))
+        return s;
+    }
+    return add_op(c, (tc_hop){.kind = segs[k].kind, .slot = HOP_NO_SLOT, .stream = stream, .addr = addr, .size = size});
+  }
+  if (!strcmp(act, "snapshot")) return add_op(c, (tc_hop){.kind = HOP_SNAPSHOT, .slot = HOP_NO_SLOT});
+  return TCUDA_SUCCESS; /* an action this reader does not know */
+}
+
+/* ---- allocator_settings -> a config string ---- */
+
+static tcuda_status read_settings(const char *func, const tc_pv *set, tc_hist *h) {
+  tc_sbuf b = {0};
+  const char *sep = "";
+  int64_t v;
+  double d;
+  if (set && set->kind != TC_PV_DICT)
+    return tc_error(TCUDA_ERROR_PARSE, "%s: 'allocator_settings' is not a dict", func);
+  if (tc_pv_as_int(tc_pv_get(set, "max_split_size"), &v) && v > 0) {
+    if (v % (int64_t)MIB) {
+      return tc_error(TCUDA_ERROR_PARSE, "%s: allocator_settings: max_split_size %lld is not a whole number of MiB",
+                      func, (long long)v);
+    }
+    tc_sbuf_printf(&b, "%smax_split_size_mb:%lld", sep, (long long)(v / (int64_t)MIB));
+    sep = ",";
+  }
+  if (tc_pv_as_double(tc_pv_get(set, "garbage_collection_threshold"), &d) && d != 0.0) {
+    tc_sbuf_printf(&b, "%sgarbage_collection_threshold:%.17g", sep, d);
+    sep = ",";
+  }
+  const tc_pv *ex = tc_pv_get(set, "expandable_segments");
+  if (tc_pv_as_int(ex, &v) && v) {
+    tc_sbuf_printf(&b, "%sexpandable_segments:True", sep);
+    sep = ",";
+  }
+  const tc_pv *rl = tc_pv_get(set, "release_lock_on_cudamalloc");
+  if (tc_pv_as_int(rl, &v) && v) {
+    tc_sbuf_printf(&b, "%srelease_lock_on_cudamalloc:True", sep);
+    sep = ",";
+  }
+  /* roundup_power2_divisions: {"1": d, "2": d, ... "32768": d} by MiB
+   * interval start; torch also accepts a plain number in older versions */
+  const tc_pv *rp = tc_pv_get(set, "roundup_power2_divisions");
+  if (rp && rp->kind == TC_PV_DICT) {
+    int64_t div[TC_ROUNDUP_SLOTS] = {0};
+    int any = 0;
+    for (uint32_t k = 0; k < rp->n; k++) {
+      const char *key = tc_pv_as_str(rp->u.items[2 * k]);
+      int64_t dv;
+      char *end;
+      errno = 0;
+      unsigned long mb = key ? strtoul(key, &end, 10) : 0;
+      if (!key || errno || *end || !mb || (mb & (mb - 1)) || !tc_pv_as_int(rp->u.items[2 * k + 1], &dv) || dv < 0 ||
+          dv > (1 << 30))
+        return tc_error(TCUDA_ERROR_PARSE, "%s: allocator_settings: roundup_power2_divisions has a bad entry", func);
+      int slot = 0;
+      while ((1ul << slot) < mb) slot++;
+      if (slot < TC_ROUNDUP_SLOTS) {
+        div[slot] = dv;
+        any |= dv != 0;
+      }
+    }
+    if (any) {
+      tc_sbuf_printf(&b, "%sroundup_power2_divisions:[", sep);
+      for (int k = 0; k < TC_ROUNDUP_SLOTS; k++) tc_sbuf_printf(&b, "%s%u:%lld", k ? "," : "", 1u << k, (long long)div[k]);
+      tc_sbuf_put(&b, "]", 1);
+      sep = ",";
+    }
+  } else if (tc_pv_as_int(rp, &v) && v > 0) {
+    tc_sbuf_printf(&b, "%sroundup_power2_divisions:%lld", sep, (long long)v);
+    sep = ",";
+  }
+  char *text = tc_sbuf_take(&b);
+  if (!text) return oom(func);
+  if (strlen(text) >= sizeof h->conf_text) {
+    free(text);
+    return tc_error(TCUDA_ERROR_PARSE, "%s: allocator_settings make too long a config", func);
+  }
+  snprintf(h->conf_text, sizeof h->conf_text, "%s", text);
+  free(text);
+  char src[160];
+  snprintf(src, sizeof src, "%s: the snapshot's allocator_settings", func);
+  tc_alloc_config_default(&h->cfg);
+  return tc_alloc_config_parse_named(src, h->conf_text, &h->cfg);
+}
+
+/* ---- the final segments: what was live before the window ---- */
+
+static int cmp_block(const void *a, const void *b) {
+  const tc_hblock *x = a, *y = b;
+  return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+static int cmp_seg(const void *a, const void *b) {
+  const tc_hseg *x = a, *y = b;
+  return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static tcuda_status read_segments(conv *c, const tc_pv *segs) {
+  tc_hist *h = c->h;
+  tc_pv *const *it;
+  size_t n;
+  if (!segs) return TCUDA_SUCCESS;
+  if (!tc_pv_as_seq(segs, &it, &n)) return tc_error(TCUDA_ERROR_PARSE, "%s: 'segments' is not a list", c->func);
+  for (size_t i = 0; i < n; i++) {
+    const tc_pv *sg = it[i];
+    int64_t dev = 0;
+    uint64_t addr, size;
+    if (!sg || sg->kind != TC_PV_DICT || !get_u64(sg, "address", &addr) || !get_u64(sg, "total_size", &size) ||
+        !addr || !size || addr + size < addr)
+      return tc_error(TCUDA_ERROR_PARSE, "%s: segment %zu: needs 'address' and 'total_size' integers > 0", c->func, i);
+    tc_pv_as_int(tc_pv_get(sg, "device"), &dev);
+    if (dev != h->device) continue;
+    const tc_pv *pid = tc_pv_get(sg, "segment_pool_id");
+    tc_pv *const *pi;
+    size_t pn;
+    int64_t p0 = 0, p1 = 0;
+    if (tc_pv_as_seq(pid, &pi, &pn) && pn == 2 && tc_pv_as_int(pi[0], &p0) && tc_pv_as_int(pi[1], &p1) && (p0 || p1))
+      h->has_private_pools = 1;
+    if (amap_find(&c->segseen, addr)) continue; /* the window made or freed it */
+    int64_t stream = 0, exp = 0;
+    tc_pv_as_int(tc_pv_get(sg, "stream"), &stream);
+    tc_pv_as_int(tc_pv_get(sg, "is_expandable"), &exp);
+    const char *type = tc_pv_as_str(tc_pv_get(sg, "segment_type"));
+    tcuda_status s = add_seg(c, (tc_hseg){.addr = addr, .size = size, .stream = (uint64_t)stream,
+                                          .small = type ? !strcmp(type, "small") : size == 2 * MIB,
+                                          .expandable = exp != 0});
+    if (s) return s;
+    tc_pv *const *bl;
+    size_t bn;
+    if (!tc_pv_as_seq(tc_pv_get(sg, "blocks"), &bl, &bn)) continue;
+    uint64_t at = addr;
+    for (size_t k = 0; k < bn; k++) {
+      uint64_t bsz = 0, rq = 0, baddr = at;
+      get_u64(bl[k], "size", &bsz);
+      get_u64(bl[k], "requested_size", &rq);
+      get_u64(bl[k], "address", &baddr);
+      const char *state = tc_pv_as_str(tc_pv_get(bl[k], "state"));
+      at = baddr + bsz;
+      if (!state || strncmp(state, "active", 6) || !bsz || amap_find(&c->blkseen, baddr)) continue;
+      uint32_t slot;
+      if ((s = new_slot(c, &slot))) return s;
+      if ((s = add_block(c, (tc_hblock){.addr = baddr, .size = bsz, .requested = rq, .slot = HOP_NO_SLOT,
+                                        .pending = !strcmp(state, "active_pending_free")})))
+        return s;
+    }
+  }
+  return TCUDA_SUCCESS;
+}
+
+/* Blocks into their segments, sizes estimated for those the window frees
+ * (their entries give only the requested size): up to the next live block,
+ * unless torch would have split the rest off. */
+static void place_blocks(tc_hist *h) {
+  qsort(h->segs, h->num_segs, sizeof *h->segs, cmp_seg);
+  qsort(h->blocks, h->num_blocks, sizeof *h->blocks, cmp_block);
+  size_t b = 0, out = 0;
+  for (size_t s = 0; s < h->num_segs; s++) {
+    tc_hseg *sg = &h->segs[s];
+    while (b < h->num_blocks && h->blocks[b].addr < sg->addr) b++; /* outside every segment: dropped */
+    sg->first_block = out;
+    while (b < h->num_blocks && h->blocks[b].addr < sg->addr + sg->size) {
+      tc_hblock bk = h->blocks[b++];
+      uint64_t end = b < h->num_blocks && h->blocks[b].addr < sg->addr + sg->size ? h->blocks[b].addr
+                                                                                  : sg->addr + sg->size;
+      if (!bk.size) {
+        uint64_t r = tc_alloc_round_size(&h->cfg, bk.requested ? bk.requested : 1);
+        uint64_t room = end - bk.addr;
+        uint64_t rest = room > r ? room - r : 0;
+        int split = sg->small ? rest >= TC_MIN_BLOCK_SIZE : rest > TC_SMALL_SIZE;
+        bk.size = split ? r : room;
+      }
+      if (bk.addr + bk.size > sg->addr + sg->size) bk.size = sg->addr + sg->size - bk.addr;
+      h->blocks[out++] = bk;
+    }
+    sg->num_blocks = out - sg->first_block;
+  }
+  h->num_blocks = out;
+}
+
+/* ---- loading ---- */
+
+void tc_hist_free(tc_hist *h) {
+  if (!h) return;
+  for (size_t i = 0; i < h->num_frames; i++) free(h->frames_json[i]);
+  free(h->frames_json);
+  free(h->frames_req);
+  free(h->ops);
+  free(h->req_op);
+  free(h->op_time_us);
+  free(h->segs);
+  free(h->blocks);
+  memset(h, 0, sizeof *h);
+}
+
+const char *tc_hist_frames(const tc_hist *h, size_t req) {
+  size_t lo = 0, hi = h->num_frames;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (h->frames_req[mid] < req) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < h->num_frames && h->frames_req[lo] == req ? h->frames_json[lo] : NULL;
+}
+
+tcuda_status tc_hist_load(const char *func, const void *data, size_t len, int device, tc_hist *h) {
+  memset(h, 0, sizeof *h);
+  if (device < 0) device = 0;
+  tc_arena *ar = tc_arena_create();
+  if (!ar) return oom(func);
+  tc_pv *root = NULL;
+  tcuda_status s = tc_pv_parse(func, data, len, ar, &root);
+  conv c = {.func = func, .h = h};
+  h->device = device;
+  tc_pv *const *traces = NULL, *const *ents = NULL;
+  size_t ntr = 0, n = 0;
+  if (!s && (!root || root->kind != TC_PV_DICT))
+    s = tc_error(TCUDA_ERROR_PARSE, "%s: the snapshot is not a dict (torch.cuda.memory._snapshot() returns one)", func);
+  if (!s && !tc_pv_as_seq(tc_pv_get(root, "device_traces"), &traces, &ntr))
+    s = tc_error(TCUDA_ERROR_PARSE,
+                 "%s: the snapshot has no 'device_traces' list: record it after "
+                 "torch.cuda.memory._record_memory_history()",
+                 func);
+  if (!s) {
+    h->num_devices = (int)(ntr > 1024 ? 1024 : ntr);
+    if ((size_t)device >= ntr)
+      s = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: device %d: the snapshot has traces for %zu device%s", func,
+                   device, ntr, ntr == 1 ? "" : "s");
+  }
+  if (!s && !tc_pv_as_seq(traces[device], &ents, &n))
+    s = tc_error(TCUDA_ERROR_PARSE, "%s: device_traces[%d] is not a list", func, device);
+  if (!s && n > MAX_TRACE_ENTRIES) s = tc_error(TCUDA_ERROR_PARSE, "%s: device_traces[%d] is too long", func, device);
+  if (!s) s = read_settings(func, tc_pv_get(root, "allocator_settings"), h);
+  for (size_t i = 0; !s && i < n; i++) {
+    size_t skip = 0;
+    s = read_entry(&c, i, ents, n, &skip);
+    i += skip;
+  }
+  h->num_entries = n;
+  if (!s) s = read_segments(&c, tc_pv_get(root, "segments"));
+  if (!s) {
+    place_blocks(h);
+  }
+  amap_free(&c.live);
+  amap_free(&c.segseen);
+  amap_free(&c.blkseen);
+  free(c.pending);
+  tc_arena_destroy(ar);
+  if (s) tc_hist_free(h);
+  return s;
+}
+
+tcuda_status tc_hist_load_file(const char *func, const char *path, int device, tc_hist *h) {
+  memset(h, 0, sizeof *h);
+  char shown[256];
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return tc_error(TCUDA_ERROR_IO, "%s: cannot open snapshot '%s': %s", func,
+                    tc_printable(path, shown, sizeof shown), strerror(errno));
+  tc_sbuf b = {0};
+  char chunk[65536];
+  size_t got;
+  while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) tc_sbuf_put(&b, chunk, got);
+  int err = ferror(f);
+  fclose(f);
+  if (err || b.failed) {
+    tc_sbuf_free(&b);
+    return err ? tc_error(TCUDA_ERROR_IO, "%s: cannot read snapshot '%s'", func, tc_printable(path, shown, sizeof shown))
+               : oom(func);
+  }
+  tcuda_status s = tc_hist_load(func, b.p ? b.p : "", b.len, device, h);
+  tc_sbuf_free(&b);
+  return s;
+}

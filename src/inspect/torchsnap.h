@@ -1,0 +1,126 @@
+/* A PyTorch memory snapshot as a replayable history (torchsnap.c), its
+ * replay on the simulated device (histreplay.c), and the what-if sweep
+ * over configs and limits (whatif.c). docs/whatif.md describes what each
+ * part reproduces exactly and what it infers.
+ *
+ * One device's trace becomes an array of ops. Addresses become dense
+ * handle slots, so a replay under another config, which places blocks
+ * elsewhere, still frees the right block. Segment entries stay in the
+ * array: the replay under the snapshot's own settings places segments where
+ * torch's were and tells empty_cache calls (which torch does not record)
+ * from the policy's own frees. */
+#ifndef TC_TORCHSNAP_H
+#define TC_TORCHSNAP_H
+#include "alloc/alloc.h"
+#include "tcuda.h"
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum tc_hop_kind {
+  HOP_ALLOC,      /* slot, size (the request), stream; addr = torch's block */
+  HOP_FREE,       /* slot: free_requested with its free_completed right after */
+  HOP_FREE_REQ,   /* slot: free_requested whose free_completed comes later (record_stream) */
+  HOP_FREE_DONE,  /* slot: that free_completed */
+  HOP_OOM,        /* size, stream: a request torch refused; addr = device free bytes */
+  HOP_SEG_ALLOC,  /* addr, size: segment_alloc */
+  HOP_SEG_FREE,   /* addr, size: segment_free */
+  HOP_SEG_MAP,    /* addr, size: segment_map */
+  HOP_SEG_UNMAP,  /* addr, size: segment_unmap */
+  HOP_SNAPSHOT    /* a memory_snapshot() call */
+} tc_hop_kind;
+
+#define HOP_F_EMPTY_BEFORE 1u /* inferred: empty_cache() ran just before this op */
+#define HOP_F_ADAPTIVE 2u     /* HOP_OOM: a library's workspace try that it survived */
+#define HOP_NO_SLOT UINT32_MAX
+
+typedef struct tc_hop {
+  uint8_t kind, flags;
+  uint32_t slot;
+  uint64_t stream; /* torch's raw cudaStream_t value */
+  uint64_t addr, size;
+} tc_hop;
+
+/* A block live when the (truncated) history begins, in address order. */
+typedef struct tc_hblock {
+  uint64_t addr, size, requested;
+  uint32_t slot;   /* the handle its later free uses; HOP_NO_SLOT: never freed in the window */
+  int pending;     /* freed before the window, its free_completed inside it */
+} tc_hblock;
+
+/* A segment that exists when the history begins (truncated histories). */
+typedef struct tc_hseg {
+  uint64_t addr, size, stream;
+  int small, expandable;
+  size_t first_block, num_blocks; /* into tc_hist.blocks */
+} tc_hseg;
+
+typedef struct tc_hist {
+  tc_hop *ops;
+  size_t num_ops, num_slots, num_requests, num_entries;
+  uint32_t *req_op;        /* request index -> op index (alloc and oom entries, in order) */
+  uint64_t t0_us, t1_us;   /* first and last entry's time_us (0 when absent) */
+  uint64_t *op_time_us;    /* per op, relative to t0 */
+  /* frames of requests that have them, as JSON arrays; sorted by request */
+  size_t num_frames;
+  uint32_t *frames_req;
+  char **frames_json;
+  int device;
+  int truncated;           /* the window does not start from an empty allocator */
+  tc_hseg *segs;           /* truncated: segments at the start */
+  size_t num_segs;
+  tc_hblock *blocks;
+  size_t num_blocks;
+  int has_private_pools;   /* some segment has a segment_pool_id other than (0, 0) */
+  size_t adaptive_ooms;    /* HOP_OOM ops flagged HOP_F_ADAPTIVE */
+  size_t recorded_ooms;
+  tc_alloc_config cfg;     /* the snapshot's allocator_settings */
+  char conf_text[512];     /* the same as a config string ("" = torch's defaults) */
+  int num_devices;         /* device_traces' length */
+} tc_hist;
+
+/* The history of `device` (-1: 0) from a snapshot file's bytes (pickle or
+ * JSON). Errors name func and what is wrong; *h is then zeroed. */
+tcuda_status tc_hist_load(const char *func, const void *data, size_t len, int device, tc_hist *h);
+/* The same from a file. */
+tcuda_status tc_hist_load_file(const char *func, const char *path, int device, tc_hist *h);
+void tc_hist_free(tc_hist *h);
+/* The frames JSON of request `req`, or NULL. */
+const char *tc_hist_frames(const tc_hist *h, size_t req);
+
+/* ---- histreplay.c ---- */
+
+typedef struct tc_hrun_opts {
+  const tc_alloc_config *cfg; /* NULL: the snapshot's own (h->cfg) */
+  int exact;          /* 1: place segments where torch did and infer empty_cache into the ops'
+                         flags; 2: place them only; 0: the driver model places them */
+  uint64_t capacity;  /* device bytes (0: an H200's) */
+  double fraction;    /* set_per_process_memory_fraction; 0: none */
+  uint64_t limit;     /* a per-process limit in bytes (fraction = limit / capacity); 0: none */
+  int stop_at_oom;    /* end at the first request that fails (min_limit probes) */
+  /* checkpoints: called at each HOP_SNAPSHOT and once at the end (last = 1) */
+  tcuda_status (*checkpoint)(void *user, tc_alloc *a, int last);
+  tcuda_status (*on_create)(void *user, tc_alloc *a); /* before the first op */
+  void *user;
+  /* series: up to series_points maxima of reserved and allocated bytes */
+  int series_points;
+} tc_hrun_opts;
+
+typedef struct tc_hrun_result {
+  uint64_t peak_reserved, peak_allocated, peak_segments;
+  uint64_t segment_calls, retries, ooms;
+  int64_t first_oom;        /* request index, -1: none */
+  uint64_t first_oom_size;
+  size_t diverged;          /* exact: places where torch's recorded segments could not be followed */
+  size_t inferred_empty;    /* exact: empty_cache calls inferred */
+  int series_n;
+  double *series_t;         /* ms since the first entry */
+  uint64_t *series_reserved, *series_allocated;
+} tc_hrun_result;
+
+/* One replay. With opts->exact 1 the ops' HOP_F_EMPTY_BEFORE flags are
+ * written (h is not const then); later replays, which may run in parallel,
+ * read them. */
+tcuda_status tc_hist_run(const char *func, tc_hist *h, const tc_hrun_opts *opts, tc_hrun_result *r);
+void tc_hrun_result_free(tc_hrun_result *r);
+
+#endif

@@ -1,0 +1,507 @@
+/* tcuda_whatif_* and tcuda_replay_snapshot_to: a PyTorch history replayed
+ * under its own config and others, each row with its minimal memory limit.
+ *
+ * The history is loaded once; a first replay under the snapshot's own
+ * settings, on torch's recorded addresses, infers the empty_cache calls
+ * (torchsnap.h). Rows then replay in parallel threads, each reading the
+ * same ops. min_limit is a bisection over the 2 MiB grid between the row's
+ * peak allocated bytes (no smaller limit can hold them) and its peak
+ * reserved bytes without a limit (a limit that large never binds), then
+ * verified at the answer and 2 MiB below it; when garbage collection makes
+ * "no OOM" non-monotone and the check below fails, the search goes on
+ * under it. */
+#include "core/core.h"
+#include "history.h"
+#include "json.h"
+#include "report.h"
+#include "torchsnap.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define H200_BYTES 150109880320ULL
+#define GRID ((uint64_t)2 << 20)
+#define MAX_ROWS 256
+
+/* ---- the default sweep ---- */
+
+static const char *const SWEEP[] = {
+    "",
+    "expandable_segments:True",
+    "max_split_size_mb:64",
+    "max_split_size_mb:128",
+    "max_split_size_mb:256",
+    "max_split_size_mb:512",
+    "roundup_power2_divisions:2",
+    "roundup_power2_divisions:4",
+    "roundup_power2_divisions:8",
+    "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
+    "expandable_segments:True,roundup_power2_divisions:4",
+    "max_split_size_mb:128,roundup_power2_divisions:4",
+    "expandable_segments:True,max_split_size_mb:256",
+};
+/* only with a limit: garbage collection acts against the limit */
+static const char *const SWEEP_LIMITED[] = {
+    "garbage_collection_threshold:0.6",
+    "garbage_collection_threshold:0.8",
+    "garbage_collection_threshold:0.6,max_split_size_mb:128",
+};
+
+typedef struct row {
+  char config[512];
+  const char *source;
+  tc_alloc_config cfg;
+  int exact; /* the recorded row follows torch's addresses */
+  tc_hrun_result res;
+  int have_min;
+  uint64_t min_limit;
+  int probes;
+  tcuda_status st;
+  char err[512];
+} row;
+
+typedef struct job {
+  const char *func;
+  tc_hist *h;
+  const tcuda_whatif_options_t *o;
+  row *rows;
+  size_t nrows;
+  atomic_size_t next;
+} job;
+
+static uint64_t up_grid(uint64_t v) { return (v + GRID - 1) / GRID * GRID; }
+
+/* Does the history run with no OOM under `limit`? */
+static tcuda_status probe(job *j, row *w, uint64_t limit, int *ok) {
+  tc_hrun_opts o = {.cfg = &w->cfg, .exact = w->exact ? 2 : 0, .capacity = j->o->capacity, .limit = limit,
+                    .stop_at_oom = 1};
+  tc_hrun_result r;
+  tcuda_status s = tc_hist_run(j->func, j->h, &o, &r);
+  w->probes++;
+  if (!s) *ok = r.first_oom < 0;
+  tc_hrun_result_free(&r);
+  return s;
+}
+
+static tcuda_status min_limit(job *j, row *w, uint64_t peak_alloc, uint64_t peak_reserved) {
+  uint64_t cap = j->o->capacity ? j->o->capacity : H200_BYTES;
+  uint64_t lo = up_grid(peak_alloc ? peak_alloc : 1), hi = up_grid(peak_reserved);
+  if (hi < lo) hi = lo;
+  int ok = 0;
+  tcuda_status s = probe(j, w, hi, &ok);
+  if (!s && !ok) {
+    hi = cap / GRID * GRID;
+    if (!(s = probe(j, w, hi, &ok)) && !ok) return TCUDA_SUCCESS; /* fails even with the whole device */
+  }
+  for (int round = 0; !s && round < 64; round++) {
+    /* smallest fitting limit in [lo, hi], hi known to fit */
+    while (!s && lo < hi) {
+      uint64_t mid = lo + (hi - lo) / GRID / 2 * GRID;
+      if (!(s = probe(j, w, mid, &ok))) {
+        if (ok) hi = mid;
+        else lo = mid + GRID;
+      }
+    }
+    if (s) break;
+    int below_ok = 0;
+    if (hi > up_grid(peak_alloc ? peak_alloc : 1) && (s = probe(j, w, hi - GRID, &below_ok))) break;
+    if (!below_ok) {
+      w->have_min = 1;
+      w->min_limit = hi;
+      return TCUDA_SUCCESS;
+    }
+    lo = up_grid(peak_alloc ? peak_alloc : 1);
+    hi -= GRID;
+  }
+  return s;
+}
+
+static void run_row(job *j, row *w) {
+  const tcuda_whatif_options_t *o = j->o;
+  tc_hrun_opts ro = {.cfg = &w->cfg, .exact = w->exact ? 2 : 0, .capacity = o->capacity,
+                     .fraction = o->memory_fraction, .series_points = o->series_points};
+  tcuda_status s = tc_hist_run(j->func, j->h, &ro, &w->res);
+  uint64_t pa = w->res.peak_allocated, pr = w->res.peak_reserved;
+  if (!s && !o->no_min_limit) {
+    if (o->memory_fraction > 0) { /* the bounds come from a run with no limit */
+      tc_hrun_opts free_run = {.cfg = &w->cfg, .exact = w->exact ? 2 : 0, .capacity = o->capacity};
+      tc_hrun_result r;
+      if (!(s = tc_hist_run(j->func, j->h, &free_run, &r))) {
+        pa = r.peak_allocated;
+        pr = r.peak_reserved;
+        tc_hrun_result_free(&r);
+      }
+    }
+    if (!s) s = min_limit(j, w, pa, pr);
+  }
+  w->st = s;
+  if (s) snprintf(w->err, sizeof w->err, "%s", tcuda_last_error());
+}
+
+static void *worker(void *arg) {
+  job *j = arg;
+  for (;;) {
+    size_t k = atomic_fetch_add(&j->next, 1);
+    if (k >= j->nrows) break;
+    run_row(j, &j->rows[k]);
+  }
+  return NULL;
+}
+
+/* ---- the document ---- */
+
+static void put_series(tc_sbuf *b, const tc_hrun_result *r) {
+  tc_sbuf_puts(b, ", \"series\": {\"t_ms\": [");
+  for (int i = 0; i < r->series_n; i++) tc_sbuf_printf(b, "%s%.3f", i ? ", " : "", r->series_t[i]);
+  tc_sbuf_puts(b, "], \"reserved\": [");
+  for (int i = 0; i < r->series_n; i++) tc_sbuf_printf(b, "%s%llu", i ? ", " : "", (unsigned long long)r->series_reserved[i]);
+  tc_sbuf_puts(b, "], \"allocated\": [");
+  for (int i = 0; i < r->series_n; i++) tc_sbuf_printf(b, "%s%llu", i ? ", " : "", (unsigned long long)r->series_allocated[i]);
+  tc_sbuf_puts(b, "]}");
+}
+
+static int is_library_request(const tc_hist *h, size_t req) {
+  const char *fr = tc_hist_frames(h, req);
+  if (req < h->num_requests && (h->ops[h->req_op[req]].flags & HOP_F_ADAPTIVE)) return 1;
+  return fr && (strstr(fr, "cudnn") || strstr(fr, "cublas") || strstr(fr, "orkspace") || strstr(fr, "_conv_forward"));
+}
+
+static void put_row(tc_sbuf *b, const tc_hist *h, const row *w) {
+  const tc_hrun_result *r = &w->res;
+  tc_sbuf_puts(b, "{\"config\": ");
+  tc_json_str(b, w->config);
+  tc_sbuf_puts(b, ", \"source\": ");
+  tc_json_str(b, w->source);
+  tc_sbuf_printf(b, ", \"peak_reserved\": %llu, \"peak_allocated\": %llu, \"ratio\": ",
+                 (unsigned long long)r->peak_reserved, (unsigned long long)r->peak_allocated);
+  if (r->peak_allocated) tc_sbuf_printf(b, "%.4f", (double)r->peak_reserved / (double)r->peak_allocated);
+  else tc_sbuf_puts(b, "null");
+  tc_sbuf_printf(b, ", \"peak_segments\": %llu, \"segment_calls\": %llu, \"retries\": %llu, \"ooms\": %llu",
+                 (unsigned long long)r->peak_segments, (unsigned long long)r->segment_calls,
+                 (unsigned long long)r->retries, (unsigned long long)r->ooms);
+  tc_sbuf_puts(b, ", \"first_oom\": ");
+  if (r->first_oom >= 0) {
+    const char *fr = tc_hist_frames(h, (size_t)r->first_oom);
+    tc_sbuf_printf(b, "{\"request\": %lld, \"size\": %llu, \"frames\": %s}", (long long)r->first_oom,
+                   (unsigned long long)r->first_oom_size, fr ? fr : "[]");
+  } else {
+    tc_sbuf_puts(b, "null");
+  }
+  tc_sbuf_puts(b, ", \"min_limit\": ");
+  if (w->have_min) tc_json_u64(b, w->min_limit);
+  else tc_sbuf_puts(b, "null");
+  int adaptive = h->adaptive_ooms > 0 || (r->first_oom >= 0 && is_library_request(h, (size_t)r->first_oom));
+  tc_sbuf_printf(b, ", \"min_limit_replays\": %d, \"depends_on_adaptive\": %s", w->probes, adaptive ? "true" : "false");
+  if (r->series_n) put_series(b, r);
+  tc_sbuf_puts(b, "}");
+}
+
+/* Among the rows a PyTorch user can set: the lowest min_limit, then the
+ * fewest retries, then the fewest segment calls. */
+static const row *recommend(const row *rows, size_t n) {
+  const row *best = NULL;
+  for (size_t i = 0; i < n; i++) {
+    const row *w = &rows[i];
+    if (!w->have_min || !strncmp(w->config, "policy:", 7)) continue;
+    if (!best || w->min_limit < best->min_limit ||
+        (w->min_limit == best->min_limit &&
+         (w->res.retries < best->res.retries ||
+          (w->res.retries == best->res.retries && w->res.segment_calls < best->res.segment_calls))))
+      best = w;
+  }
+  return best;
+}
+
+static char *document(const tc_hist *h, const tcuda_whatif_options_t *o, const row *rows, size_t n,
+                      const tc_hrun_result *exact) {
+  tc_sbuf b = {0};
+  uint64_t cap = o->capacity ? o->capacity : H200_BYTES;
+  tc_sbuf_printf(&b, "{\"snapshot\": {\"device\": %d, \"devices\": %d, \"entries\": %zu, \"requests\": %zu, ",
+                 h->device, h->num_devices, h->num_entries, h->num_requests);
+  tc_sbuf_printf(&b, "\"truncated\": %s, \"capacity\": %llu, \"fraction\": ", h->truncated ? "true" : "false",
+                 (unsigned long long)cap);
+  if (o->memory_fraction > 0) tc_sbuf_printf(&b, "%.17g, \"limit\": %llu", o->memory_fraction,
+                                             (unsigned long long)(uint64_t)(o->memory_fraction * (double)cap));
+  else tc_sbuf_puts(&b, "null, \"limit\": null");
+  tc_sbuf_puts(&b, ", \"recorded_config\": ");
+  tc_json_str(&b, h->conf_text);
+  tc_sbuf_printf(&b, ", \"recorded_ooms\": %zu, \"adaptive_ooms\": %zu, \"inferred_empty_cache\": %zu, "
+                     "\"replay_diverged\": %zu, \"private_pools\": %s, \"duration_ms\": %.3f},\n \"configs\": [",
+                 h->recorded_ooms, h->adaptive_ooms, exact->inferred_empty, exact->diverged,
+                 h->has_private_pools ? "true" : "false",
+                 h->t1_us > h->t0_us ? (double)(h->t1_us - h->t0_us) / 1000.0 : 0.0);
+  for (size_t i = 0; i < n; i++) {
+    tc_sbuf_puts(&b, i ? ",\n  " : "\n  ");
+    put_row(&b, h, &rows[i]);
+  }
+  tc_sbuf_puts(&b, "],\n \"recommended\": ");
+  const row *best = recommend(rows, n);
+  if (best && rows[0].have_min) {
+    int64_t save = (int64_t)rows[0].min_limit - (int64_t)best->min_limit;
+    tc_sbuf_puts(&b, "{\"config\": ");
+    tc_json_str(&b, best->config);
+    tc_sbuf_printf(&b, ", \"min_limit\": %llu, \"saving_bytes\": %lld, \"saving_percent\": %.2f}",
+                   (unsigned long long)best->min_limit, (long long)save,
+                   rows[0].min_limit ? 100.0 * (double)save / (double)rows[0].min_limit : 0.0);
+  } else {
+    tc_sbuf_puts(&b, "null");
+  }
+  tc_sbuf_puts(&b, ",\n \"notes\": [");
+  const char *sep = "";
+#define NOTE(text)                                                                                                   \
+  do {                                                                                                               \
+    tc_sbuf_puts(&b, sep);                                                                                           \
+    tc_json_str(&b, text);                                                                                           \
+    sep = ", ";                                                                                                      \
+  } while (0)
+  NOTE("after a row's first OOM its figures describe the history going on as if that request had not been made: "
+       "what the program did after an OOM is not in the history");
+  if (h->truncated)
+    NOTE("the history's start was lost (torch's ring buffer was full): the state at its first entry was rebuilt "
+         "from the snapshot's segments; peaks and counts are those of the window");
+  if (h->adaptive_ooms)
+    NOTE("the history holds OOMs that a library survived by taking a smaller workspace (cuDNN, cuBLAS): under a "
+         "limit such a library adapts, so predictions are exact only up to the first request it would have "
+         "retried smaller");
+  if (exact->diverged)
+    NOTE("the replay under the recorded config could not follow torch's segment placement everywhere: "
+         "its figures are those of the driver model from there on");
+  if (h->has_private_pools)
+    NOTE("CUDA graph private pools are replayed as the default pool of their stream");
+#undef NOTE
+  tc_sbuf_puts(&b, "]}\n");
+  return tc_sbuf_take(&b);
+}
+
+/* ---- entry points ---- */
+
+static tcuda_status check_whatif_options(const char *F, const tcuda_whatif_options_t *o) {
+  if (o->struct_size < sizeof(tcuda_whatif_options_t))
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
+                    "%s: opt->struct_size %zu is not sizeof(tcuda_whatif_options_t) (%zu)", F, o->struct_size,
+                    sizeof(tcuda_whatif_options_t));
+  if (!(o->memory_fraction >= 0.0 && o->memory_fraction <= 1.0))
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: memory_fraction %g out of range (0~1)", F, o->memory_fraction);
+  if (o->num_configs && !o->configs)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: configs is NULL with num_configs %zu", F, o->num_configs);
+  if (o->num_configs > MAX_ROWS - 1)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: num_configs %zu is over %d", F, o->num_configs, MAX_ROWS - 1);
+  if (o->threads < 0 || o->threads > 256)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: threads %d out of range (0~256)", F, o->threads);
+  if (o->series_points < 0 || o->series_points > 100000)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: series_points %d out of range (0~100000)", F,
+                    o->series_points);
+  if (o->device < -1) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: device %d is negative", F, o->device);
+  if (o->capacity && o->capacity < GRID)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: capacity %llu is under 2 MiB", F,
+                    (unsigned long long)o->capacity);
+  return TCUDA_SUCCESS;
+}
+
+static tcuda_status add_row(const char *F, row *rows, size_t *n, const char *conf, const char *source) {
+  row *w = &rows[*n];
+  memset(w, 0, sizeof *w);
+  if (strlen(conf) >= sizeof w->config)
+    return tc_error(TCUDA_ERROR_CONFIG, "%s: config %zu is too long (%zu bytes)", F, *n, strlen(conf));
+  snprintf(w->config, sizeof w->config, "%s", conf);
+  w->source = source;
+  char src[96];
+  snprintf(src, sizeof src, "%s: configs[%zu]", F, *n ? *n - 1 : 0);
+  tc_alloc_config_default(&w->cfg);
+  tcuda_status s = tc_alloc_config_parse_named(src, conf, &w->cfg);
+  if (!s) (*n)++;
+  return s;
+}
+
+static tcuda_status whatif(const char *F, tc_hist *h, const tcuda_whatif_options_t *o, char **json_out) {
+  row *rows = calloc(MAX_ROWS, sizeof *rows);
+  if (!rows) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  size_t n = 0;
+  tcuda_status s = TCUDA_SUCCESS;
+  /* the recorded row */
+  memset(&rows[0], 0, sizeof rows[0]);
+  snprintf(rows[0].config, sizeof rows[0].config, "%s", h->conf_text);
+  rows[0].source = "recorded";
+  rows[0].cfg = h->cfg;
+  rows[0].exact = 1;
+  n = 1;
+  if (o->num_configs) {
+    for (size_t i = 0; i < o->num_configs && !s; i++) {
+      if (!o->configs[i]) s = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: configs[%zu] is NULL", F, i);
+      else s = add_row(F, rows, &n, o->configs[i], "given");
+    }
+  } else {
+    for (size_t i = 0; i < sizeof SWEEP / sizeof *SWEEP && !s; i++) s = add_row(F, rows, &n, SWEEP[i], "sweep");
+    for (size_t i = 0; o->memory_fraction > 0 && i < sizeof SWEEP_LIMITED / sizeof *SWEEP_LIMITED && !s; i++)
+      s = add_row(F, rows, &n, SWEEP_LIMITED[i], "sweep");
+  }
+  /* the first replay: torch's run, which infers the empty_cache calls */
+  tc_hrun_result ex = {0};
+  if (!s) {
+    tc_hrun_opts eo = {.exact = 1, .capacity = o->capacity, .fraction = o->memory_fraction};
+    s = tc_hist_run(F, h, &eo, &ex);
+  }
+  if (!s) {
+    job j = {.func = F, .h = h, .o = o, .rows = rows, .nrows = n};
+    atomic_init(&j.next, 0);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = o->threads ? o->threads : (int)(cpus > 0 ? cpus : 1);
+    if ((size_t)nt > n) nt = (int)n;
+    pthread_t th[256];
+    int started = 0;
+    for (int t = 1; t < nt; t++)
+      if (!pthread_create(&th[started], NULL, worker, &j)) started++;
+    worker(&j);
+    for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+    for (size_t i = 0; i < n && !s; i++)
+      if (rows[i].st) s = tc_error(rows[i].st, "%s", rows[i].err);
+  }
+  if (!s && !(*json_out = document(h, o, rows, n, &ex)))
+    s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  tc_hrun_result_free(&ex);
+  for (size_t i = 0; i < n; i++) tc_hrun_result_free(&rows[i].res);
+  free(rows);
+  return s;
+}
+
+tcuda_status tcuda_whatif_file(const char *snapshot_path, const tcuda_whatif_options_t *opt, char **json_out) {
+  static const char *F = "tcuda_whatif_file";
+  TC_CHECK_ARG(F, json_out, "json_out");
+  *json_out = NULL;
+  TC_CHECK_ARG(F, snapshot_path, "snapshot_path");
+  tcuda_whatif_options_t def = TCUDA_WHATIF_OPTIONS_INIT;
+  const tcuda_whatif_options_t *o = opt ? opt : &def;
+  tcuda_status s = check_whatif_options(F, o);
+  if (s) return s;
+  tc_hist h;
+  if ((s = tc_hist_load_file(F, snapshot_path, o->device, &h))) return s;
+  s = whatif(F, &h, o, json_out);
+  tc_hist_free(&h);
+  return s;
+}
+
+tcuda_status tcuda_whatif_buffer(const void *data, size_t len, const tcuda_whatif_options_t *opt, char **json_out) {
+  static const char *F = "tcuda_whatif_buffer";
+  TC_CHECK_ARG(F, json_out, "json_out");
+  *json_out = NULL;
+  TC_CHECK_ARG(F, data || !len, "data");
+  tcuda_whatif_options_t def = TCUDA_WHATIF_OPTIONS_INIT;
+  const tcuda_whatif_options_t *o = opt ? opt : &def;
+  tcuda_status s = check_whatif_options(F, o);
+  if (s) return s;
+  tc_hist h;
+  if ((s = tc_hist_load(F, data ? data : "", len, o->device, &h))) return s;
+  s = whatif(F, &h, o, json_out);
+  tc_hist_free(&h);
+  return s;
+}
+
+/* ---- tcuda replay --simulate SNAPSHOT ---- */
+
+typedef struct {
+  const char *func;
+  tc_hist *h;
+  tcuda_status (*write)(void *, const char *, size_t);
+  void *user;
+  int first, sink_failed;
+  tc_history *hist;
+  const char *history_path;
+  const tc_alloc_config *cfg;
+  const char *conf_text;
+} snap_out;
+
+static tcuda_status emit(snap_out *so, const char *p, size_t n) {
+  tcuda_status s = so->write(so->user, p, n);
+  if (!s) return s;
+  so->sink_failed = 1;
+  if (s == TCUDA_ERROR_HOST_OUT_OF_MEMORY) return tc_error(s, "%s: out of host memory", so->func);
+  return tc_error(s, "%s: the output callback returned %s", so->func, tcuda_status_name(s));
+}
+
+static tcuda_status on_checkpoint(void *user, tc_alloc *a, int last) {
+  snap_out *so = user;
+  tcuda_memory_stats_t st;
+  tc_alloc_get_stats(a, &st);
+  tcuda_snapshot_t *snap = NULL;
+  tcuda_status s = tc_alloc_snapshot(a, &snap);
+  if (s) return s;
+  char *sj = tc_report_stats_json_window(&st, so->h->truncated);
+  char *gj = tc_report_snapshot_json(snap, NULL, NULL);
+  tc_snapshot_free(snap);
+  if (!sj || !gj) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", so->func);
+  const char *head = so->first ? "[\n{\"stats\": " : ",\n{\"stats\": ";
+  if (!s && !(s = emit(so, head, strlen(head))) && !(s = emit(so, sj, strlen(sj))) &&
+      !(s = emit(so, ", \"segments\": ", 14)) && !(s = emit(so, gj, strlen(gj))))
+    s = emit(so, "}", 1);
+  so->first = 0;
+  free(sj);
+  free(gj);
+  if (!s && last && so->history_path)
+    s = tc_replay_write_history(so->func, a, so->hist, 0, so->cfg, so->conf_text, so->history_path, NULL, NULL);
+  if (!s && last) s = emit(so, "\n]\n", 3);
+  return s;
+}
+
+static tcuda_status on_create(void *user, tc_alloc *a) {
+  snap_out *so = user;
+  if (so->hist) tc_alloc_set_trace(a, tc_history_trace, so->hist);
+  return TCUDA_SUCCESS;
+}
+
+tcuda_status tcuda_replay_snapshot_to(const char *snapshot_path, const tcuda_replay_options_t *opt,
+                                      tcuda_status (*write_fn)(void *user, const char *bytes, size_t n), void *user) {
+  static const char *F = "tcuda_replay_snapshot_to";
+  TC_CHECK_ARG(F, snapshot_path, "snapshot_path");
+  TC_CHECK_ARG(F, write_fn, "write_fn");
+  TC_CHECK_ARG(F, opt, "opt");
+  if (opt->struct_size < sizeof(tcuda_replay_options_t))
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: opt->struct_size %zu is not sizeof(tcuda_replay_options_t) (%zu)",
+                    F, opt->struct_size, sizeof(tcuda_replay_options_t));
+  if (opt->simulate != 1)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: a snapshot replays on the simulated device only (simulate = 1)", F);
+  if (opt->addresses_file || opt->maps_file || opt->record_addresses || opt->va_mode)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
+                    "%s: addresses_file, maps_file, record_addresses and va_mode do not apply to a snapshot (it "
+                    "holds its own addresses)",
+                    F);
+  if (!(opt->memory_fraction >= 0.0 && opt->memory_fraction <= 1.0))
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: memory_fraction %g out of range (0~1)", F, opt->memory_fraction);
+  if (opt->history_path && !*opt->history_path)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: history_path is empty", F);
+  if (opt->device < -1) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: device %d is negative", F, opt->device);
+  tc_alloc_config cfg;
+  tc_alloc_config_default(&cfg);
+  int given = opt->config && *opt->config;
+  tcuda_status s = TCUDA_SUCCESS;
+  if (given) {
+    char src[64];
+    snprintf(src, sizeof src, "%s: config", F);
+    if ((s = tc_alloc_config_parse_named(src, opt->config, &cfg))) return s;
+  }
+  tc_hist h;
+  if ((s = tc_hist_load_file(F, snapshot_path, opt->device, &h))) return s;
+  snap_out so = {.func = F, .h = &h, .write = write_fn, .user = user, .first = 1, .history_path = opt->history_path,
+                 .cfg = given ? &cfg : &h.cfg, .conf_text = given ? opt->config : h.conf_text};
+  if (opt->history_path && (s = tc_history_create(0, 0, &so.hist))) {
+    tc_hist_free(&h);
+    return s;
+  }
+  tc_hrun_result r;
+  if (given) { /* torch's run first, to find the empty_cache calls */
+    tc_hrun_opts eo = {.exact = 1, .capacity = opt->capacity, .fraction = opt->memory_fraction};
+    if (!(s = tc_hist_run(F, &h, &eo, &r))) tc_hrun_result_free(&r);
+  }
+  if (!s) {
+    tc_hrun_opts ro = {.cfg = &cfg, .exact = given ? 0 : 1, .capacity = opt->capacity,
+                       .fraction = opt->memory_fraction, .checkpoint = on_checkpoint, .user = &so,
+                       .on_create = on_create};
+    if (!given) ro.cfg = NULL;
+    s = tc_hist_run(F, &h, &ro, &r);
+    if (!s) tc_hrun_result_free(&r);
+  }
+  tc_history_destroy(so.hist);
+  tc_hist_free(&h);
+  return s;
+}
