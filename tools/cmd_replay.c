@@ -2,8 +2,12 @@
  * (simulated or on the GPU) and print the stats and segments at each
  * checkpoint as JSON, streamed as the checkpoints are taken (the output
  * can be far larger than the trace). A failure part-way leaves the array
- * unclosed on stdout, never a complete document, and exits 1. */
+ * unclosed on stdout, never a complete document, and exits 1.
+ *
+ * A PyTorch memory snapshot in place of the trace (told apart by its
+ * content) replays its history on the simulated device instead. */
 #include "cli.h"
+#include <ctype.h>
 #include <errno.h>
 #include <string.h>
 
@@ -12,7 +16,9 @@ static const cli_cmd CMD = {
     "usage: tcuda replay [--simulate [--va driver|ascending] [--addresses FILE] [--maps FILE]\n"
     "                               [--capacity BYTES]]\n"
     "                    [--record-addresses FILE] [--config CONF] [--fraction F] [--device N]\n"
-    "                    [--history SNAPSHOT] TRACE\n",
+    "                    [--history SNAPSHOT] TRACE\n"
+    "       tcuda replay --simulate [--config CONF] [--capacity BYTES] [--fraction F] [--device N]\n"
+    "                    [--history OUT] SNAPSHOT\n",
     "  Replays TRACE on a fresh caching allocator and prints, per checkpoint, memory_stats() and\n"
     "  the segments as JSON. On the real GPU by default; --simulate replays on a simulated H200\n"
     "  (no GPU needed). A request that does not fit is an OOM, as in torch: its message (torch's\n"
@@ -29,7 +35,16 @@ static const cli_cmd CMD = {
     "             pickle, or JSON if SNAPSHOT ends in .json): open it with 'tcuda viz'\n"
     "  TRACE lines: 'a ID SIZE [STREAM]', 'f ID', 'c' (checkpoint), 'e' (empty_cache), 'r' (reset peaks)\n"
     "  A malformed trace or addresses file exits 1; so does a replay without --simulate on a\n"
-    "  machine without a GPU.\n"};
+    "  machine without a GPU.\n"
+    "\n"
+    "  SNAPSHOT: a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot()'s pickle, or its\n"
+    "  JSON form) in place of TRACE, told apart by its content. Its history (device N's, default\n"
+    "  0) replays on the simulated device only (--simulate), with one element per 'snapshot'\n"
+    "  entry of the history and one for its end. The pickle is read as plain data: nothing in it\n"
+    "  runs. --config here comes from the command line only (the environment is not read):\n"
+    "  without it the snapshot's own recorded settings are used, with segments where torch\n"
+    "  placed them. --va, --addresses, --maps and --record-addresses do not apply. OOMs count in\n"
+    "  num_ooms (exit 0). tcuda whatif compares configs on a snapshot.\n"};
 
 typedef struct {
   int err; /* errno of the first failed write to stdout */
@@ -40,6 +55,36 @@ static tcuda_status to_stdout(void *user, const char *bytes, size_t n) {
   if (fwrite(bytes, 1, n, stdout) == n) return TCUDA_SUCCESS;
   c->err = errno ? errno : EIO;
   return TCUDA_ERROR_IO;
+}
+
+/* A snapshot is a pickle (first byte 0x80) or JSON whose first
+ * non-blank byte is '{'; a trace line never starts with '{'. 0: not a
+ * snapshot, or the file cannot be read (the trace path reports that). */
+static int is_snapshot(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  int ch = getc(f), first = ch;
+  while (ch != EOF && ch < 0x80 && isspace(ch)) ch = getc(f);
+  fclose(f);
+  return first == 0x80 || ch == '{';
+}
+
+static int replay_snapshot(const char *path, tcuda_replay_options_t *o, const char *config) {
+  int rc;
+  if (config && !cli_alloc_config(&CMD, config, &o->config, &rc)) return rc;
+  if (o->capacity)
+    fprintf(stderr, "tcuda replay: simulated device of %llu bytes (--capacity)\n", (unsigned long long)o->capacity);
+  else
+    fprintf(stderr, "tcuda replay: simulated device of 150109880320 bytes (an H200's; --capacity sets it)\n");
+  out_ctx c = {0};
+  tcuda_status s = tcuda_replay_snapshot_to(path, o, to_stdout, &c);
+  if (s) {
+    if (!c.err) return cli_fail("replay");
+    fprintf(stderr, "tcuda replay: write error: %s\n", strerror(c.err));
+    return 1;
+  }
+  if (fflush(stdout)) { fprintf(stderr, "tcuda replay: write error: %s\n", strerror(errno)); return 1; }
+  return 0;
 }
 
 int cmd_replay(int argc, char **argv) {
@@ -53,7 +98,7 @@ int cmd_replay(int argc, char **argv) {
       {"help", no_argument, NULL, 'h'},                 {0}};
   tcuda_replay_options_t o = TCUDA_REPLAY_OPTIONS_INIT;
   const char *config = NULL;
-  int sim_only = 0, ch, rc;
+  int sim_only = 0, trace_only = 0, ch, rc;
   while ((ch = cli_getopt(&CMD, argc, argv, "h", longopts, &rc)) != -1) {
     const char *v = optarg;
     uint64_t n;
@@ -64,10 +109,10 @@ int cmd_replay(int argc, char **argv) {
       if (!strcmp(v, "driver")) o.va_mode = 0;
       else if (!strcmp(v, "ascending")) o.va_mode = 1;
       else return cli_usage_error(&CMD, "--va '%s': expected driver or ascending", v);
-      sim_only = 1;
+      sim_only = trace_only = 1;
       break;
-    case O_ADDR: o.addresses_file = v; sim_only = 1; break;
-    case O_MAPS: o.maps_file = v; sim_only = 1; break;
+    case O_ADDR: o.addresses_file = v; sim_only = trace_only = 1; break;
+    case O_MAPS: o.maps_file = v; sim_only = trace_only = 1; break;
     case O_CAP:
       if (!cli_parse_bytes(&CMD, "--capacity", v, &n)) return CLI_USAGE;
       o.capacity = n;
@@ -81,6 +126,7 @@ int cmd_replay(int argc, char **argv) {
     case O_REC:
       if (!*v) return cli_usage_error(&CMD, "--record-addresses needs a file name");
       o.record_addresses = v;
+      trace_only = 1;
       break;
     case O_FRAC:
       if (!cli_parse_f64(&CMD, "--fraction", v, &o.memory_fraction)) return CLI_USAGE;
@@ -96,6 +142,15 @@ int cmd_replay(int argc, char **argv) {
   if (argc - optind > 1) return cli_usage_error(&CMD, "more than one trace ('%s')", argv[optind + 1]);
   const char *trace = optind < argc ? argv[optind] : NULL;
   if (!trace) return cli_usage_error(&CMD, "no trace given");
+  if (is_snapshot(trace)) {
+    if (!o.simulate)
+      return cli_usage_error(&CMD, "the file given is a memory snapshot: snapshots replay only on the "
+                                   "simulated device (add --simulate)");
+    if (trace_only)
+      return cli_usage_error(&CMD, "--va, --addresses, --maps and --record-addresses do not apply to a snapshot "
+                                   "(it holds its own addresses)");
+    return replay_snapshot(trace, &o, config);
+  }
   if (sim_only && !o.simulate)
     return cli_usage_error(&CMD, "--va, --addresses, --maps and --capacity need --simulate");
   if (o.simulate && o.record_addresses)
