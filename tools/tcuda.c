@@ -10,6 +10,7 @@ static const command commands[] = {
   {"demo", cmd_demo, "a short tour: device, stream, allocator, stats"},
   {"replay", cmd_replay, "replay an allocation trace (GPU or --simulate), JSON per checkpoint"},
   {"snapshot", cmd_snapshot, "memory summary or snapshot (pickle/JSON), of a simulated trace or this process"},
+  {"whatif", cmd_whatif, "a torch snapshot's history under other allocator configs or a limit (table, JSON, HTML)"},
   {"viz", cmd_viz, "one self-contained HTML page from a memory snapshot (timeline, segments, summary)"},
   {"rand", cmd_rand, "torch-identical random numbers (rand, randn, randint, random_) as raw bytes"},
 };

@@ -1,0 +1,484 @@
+/* tcuda whatif: a PyTorch memory snapshot's history replayed under its own
+ * allocator config and others (tcuda_whatif_file), shown as a table, the
+ * library's JSON document, or one self-contained HTML page
+ * (tools/whatif/page.html, embedded at build time).
+ *
+ * The table is printed from the document itself, read back by the small
+ * JSON reader below, so the text, the JSON and the page cannot disagree. */
+#include "cli.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+extern const char tcuda_whatif_html[];
+extern const unsigned long tcuda_whatif_html_len;
+
+#define MAX_CONFIGS 255 /* the library's rows, less the recorded one */
+#define SERIES_POINTS 400
+
+static const cli_cmd CMD = {
+    "whatif",
+    "usage: tcuda whatif SNAPSHOT [--config CONF]... [--capacity BYTES] [--fraction F] [--device N]\n"
+    "                    [--threads N] [--json] [--html OUT]\n",
+    "  Replays the history in a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot()'s\n"
+    "  pickle, or its JSON form) on the simulated device, first under the allocator settings it\n"
+    "  was recorded with (row 'recorded': torch's run, reproduced), then under each --config, and\n"
+    "  prints per row the peaks, segment calls, retries, OOMs, the first OOM and min_limit: the\n"
+    "  smallest per-process limit (2 MiB grid) under which the history runs with no OOM. The\n"
+    "  recommended row has the lowest min_limit. The pickle is read as plain data: nothing in it\n"
+    "  runs. docs/whatif.md says what the replay reproduces exactly.\n"
+    "  --config CONF: a row, PYTORCH_CUDA_ALLOC_CONF syntax; repeat it for more rows (at most\n"
+    "          255). Without it, a default sweep of configs (expandable segments, max_split_size_mb,\n"
+    "          roundup_power2_divisions and, with --fraction, garbage_collection_threshold). The\n"
+    "          environment's allocator variables are not read.\n"
+    "  --capacity BYTES: the simulated device's memory; default an H200's 150109880320 bytes.\n"
+    "          Plain bytes, or with a unit: 80GB = 80e9, 80GiB = 80*2^30 (kB MB GB TB, KiB MiB GiB TiB).\n"
+    "  --fraction F: set_per_process_memory_fraction(F) for every row, F in 0~1 (0: none).\n"
+    "  --device N: whose history, for a snapshot of several devices (default 0).\n"
+    "  --threads N: rows replayed at once (default one per CPU).\n"
+    "  --json: print the JSON document instead of the table.\n"
+    "  --html OUT: also write one self-contained page (no network): a chart of reserved and\n"
+    "          allocated bytes over time for every row, the table, the recommendation and each\n"
+    "          row's first-OOM stack.\n"
+    "  A file that is not a snapshot, or a pickle that would build objects or call anything,\n"
+    "  exits 1. A history that runs out of memory succeeds (the OOMs are in the table).\n"};
+
+/* ---- reading the document back ---- */
+
+typedef struct jv {
+  char kind;         /* 'o' object, 'a' array, 's' string, 'n' number, 't' true, 'f' false, 'z' null */
+  char *text;        /* 's': the decoded string; 'n': the number as written */
+  size_t n;          /* items */
+  struct jv *items;
+  char **keys;       /* 'o' */
+} jv;
+
+typedef struct { const char *p; int depth; } jrd;
+
+static void jv_free(jv *v) {
+  for (size_t i = 0; i < v->n; i++) {
+    jv_free(&v->items[i]);
+    if (v->keys) free(v->keys[i]);
+  }
+  free(v->items);
+  free(v->keys);
+  free(v->text);
+}
+
+static void skip_ws(jrd *r) { while (*r->p == ' ' || *r->p == '\n' || *r->p == '\t' || *r->p == '\r') r->p++; }
+
+static unsigned hex4(const char *p, int *ok) {
+  unsigned v = 0;
+  for (int i = 0; i < 4; i++) {
+    char c = p[i];
+    v <<= 4;
+    if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
+    else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
+    else { *ok = 0; return 0; }
+  }
+  return v;
+}
+
+static size_t put_utf8(char *o, unsigned cp) {
+  if (cp < 0x80) { o[0] = (char)cp; return 1; }
+  if (cp < 0x800) { o[0] = (char)(0xc0 | cp >> 6); o[1] = (char)(0x80 | (cp & 63)); return 2; }
+  if (cp < 0x10000) {
+    o[0] = (char)(0xe0 | cp >> 12); o[1] = (char)(0x80 | (cp >> 6 & 63)); o[2] = (char)(0x80 | (cp & 63));
+    return 3;
+  }
+  o[0] = (char)(0xf0 | cp >> 18); o[1] = (char)(0x80 | (cp >> 12 & 63));
+  o[2] = (char)(0x80 | (cp >> 6 & 63)); o[3] = (char)(0x80 | (cp & 63));
+  return 4;
+}
+
+/* A string at r->p (the opening quote), decoded; NULL if malformed. */
+static char *read_string(jrd *r) {
+  const char *p = r->p + 1, *q = p;
+  while (*q && *q != '"') q += *q == '\\' && q[1] ? 2 : 1;
+  if (*q != '"') return NULL;
+  char *out = malloc((size_t)(q - p) + 1), *o = out; /* decoding never lengthens */
+  if (!out) return NULL;
+  int ok = 1;
+  while (ok && p < q) {
+    if (*p != '\\') { *o++ = *p++; continue; }
+    char e = p[1];
+    p += 2;
+    switch (e) {
+    case 'n': *o++ = '\n'; break;
+    case 't': *o++ = '\t'; break;
+    case 'r': *o++ = '\r'; break;
+    case 'b': *o++ = '\b'; break;
+    case 'f': *o++ = '\f'; break;
+    case 'u': {
+      if (q - p < 4) { ok = 0; break; }
+      unsigned cp = hex4(p, &ok);
+      p += 4;
+      if (cp >= 0xd800 && cp < 0xdc00 && q - p >= 6 && p[0] == '\\' && p[1] == 'u') {
+        unsigned lo = hex4(p + 2, &ok);
+        if (lo >= 0xdc00 && lo < 0xe000) { cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00); p += 6; }
+      }
+      if (cp >= 0xd800 && cp < 0xe000) cp = 0xfffd; /* a lone surrogate */
+      o += put_utf8(o, cp);
+      break;
+    }
+    default: *o++ = e; /* \" \\ \/ */
+    }
+  }
+  if (!ok) { free(out); return NULL; }
+  *o = 0;
+  r->p = q + 1;
+  return out;
+}
+
+static int read_value(jrd *r, jv *v);
+
+static int read_items(jrd *r, jv *v, char close) {
+  size_t cap = 0;
+  r->p++;
+  skip_ws(r);
+  if (*r->p == close) { r->p++; return 1; }
+  for (;;) {
+    if (v->n == cap) {
+      cap = cap ? cap * 2 : 8;
+      jv *ni = realloc(v->items, cap * sizeof *ni);
+      if (!ni) return 0;
+      v->items = ni;
+      if (close == '}') {
+        char **nk = realloc(v->keys, cap * sizeof *nk);
+        if (!nk) return 0;
+        v->keys = nk;
+      }
+    }
+    jv *it = &v->items[v->n];
+    memset(it, 0, sizeof *it);
+    if (close == '}') {
+      skip_ws(r);
+      char *k = *r->p == '"' ? read_string(r) : NULL;
+      if (!k) return 0;
+      v->keys[v->n] = k;
+      skip_ws(r);
+      if (*r->p++ != ':') { v->n++; return 0; }
+    }
+    v->n++;
+    if (!read_value(r, it)) return 0;
+    skip_ws(r);
+    if (*r->p == ',') { r->p++; continue; }
+    if (*r->p == close) { r->p++; return 1; }
+    return 0;
+  }
+}
+
+static int read_value(jrd *r, jv *v) {
+  skip_ws(r);
+  memset(v, 0, sizeof *v);
+  char c = *r->p;
+  if (c == '{' || c == '[') {
+    if (++r->depth > 64) return 0;
+    v->kind = c == '{' ? 'o' : 'a';
+    int ok = read_items(r, v, c == '{' ? '}' : ']');
+    r->depth--;
+    return ok;
+  }
+  if (c == '"') {
+    v->kind = 's';
+    return (v->text = read_string(r)) != NULL;
+  }
+  if (c == '-' || (c >= '0' && c <= '9')) {
+    const char *q = r->p;
+    while (*q && strchr("+-.eE0123456789", *q)) q++;
+    v->kind = 'n';
+    if (!(v->text = strndup(r->p, (size_t)(q - r->p)))) return 0;
+    r->p = q;
+    return 1;
+  }
+  static const struct { const char *w; char k; } lits[] = {{"true", 't'}, {"false", 'f'}, {"null", 'z'}};
+  for (int i = 0; i < 3; i++) {
+    size_t n = strlen(lits[i].w);
+    if (!strncmp(r->p, lits[i].w, n)) { r->p += n; v->kind = lits[i].k; return 1; }
+  }
+  return 0;
+}
+
+static const jv *get(const jv *o, const char *key) {
+  if (!o || o->kind != 'o') return NULL;
+  for (size_t i = 0; i < o->n; i++)
+    if (!strcmp(o->keys[i], key)) return &o->items[i];
+  return NULL;
+}
+static int is_num(const jv *v) { return v && v->kind == 'n'; }
+static double num(const jv *v) { return is_num(v) ? strtod(v->text, NULL) : 0; }
+static unsigned long long u64(const jv *v) { return is_num(v) && v->text[0] != '-' ? strtoull(v->text, NULL, 10) : 0; }
+static const char *str(const jv *v) { return v && v->kind == 's' ? v->text : ""; }
+
+/* ---- the table ---- */
+
+/* Text from the document for a terminal: control bytes as \xNN. */
+static const char *shown(const char *s, char *buf, size_t n) {
+  size_t k = 0;
+  for (; *s && k + 5 < n; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch < 0x20 || ch == 0x7f) k += (size_t)snprintf(buf + k, n - k, "\\x%02x", ch);
+    else buf[k++] = (char)ch;
+  }
+  if (*s && n > 4) strcpy(buf + (k < n - 4 ? k : n - 4), "...");
+  else buf[k] = 0;
+  return buf;
+}
+
+/* 761.3 MiB; whole bytes under 1 KiB. */
+static const char *human(unsigned long long b, char *buf, size_t n) {
+  static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (b < 1024) { snprintf(buf, n, "%llu B", b); return buf; }
+  double v = (double)b / 1024;
+  int u = 0;
+  while (v >= 1024 && u < 4) { v /= 1024; u++; }
+  snprintf(buf, n, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+static const char *config_name(const jv *row, char *buf, size_t n) {
+  const char *c = str(get(row, "config"));
+  return *c ? shown(c, buf, n) : "(torch default)";
+}
+
+enum { NCOL = 11 };
+static const char *const HEAD[NCOL] = {"config", "source", "peak reserved", "peak allocated", "ratio",
+                                       "peak segments", "segment calls", "retries", "ooms", "first OOM",
+                                       "min_limit"};
+
+/* One row's cells; min_limit carries '*' when it depends on a library adapting. */
+static void cells(const jv *row, char c[NCOL][160]) {
+  char b[64], name[160];
+  snprintf(c[0], 160, "%s", config_name(row, name, sizeof name));
+  shown(str(get(row, "source")), c[1], 160);
+  snprintf(c[2], 160, "%s", human(u64(get(row, "peak_reserved")), b, sizeof b));
+  snprintf(c[3], 160, "%s", human(u64(get(row, "peak_allocated")), b, sizeof b));
+  const jv *ratio = get(row, "ratio");
+  if (is_num(ratio)) snprintf(c[4], 160, "%.3f", num(ratio));
+  else snprintf(c[4], 160, "-");
+  snprintf(c[5], 160, "%llu", u64(get(row, "peak_segments")));
+  snprintf(c[6], 160, "%llu", u64(get(row, "segment_calls")));
+  snprintf(c[7], 160, "%llu", u64(get(row, "retries")));
+  snprintf(c[8], 160, "%llu", u64(get(row, "ooms")));
+  const jv *oom = get(row, "first_oom");
+  if (oom && oom->kind == 'o')
+    snprintf(c[9], 160, "#%llu (%s)", u64(get(oom, "request")), human(u64(get(oom, "size")), b, sizeof b));
+  else
+    snprintf(c[9], 160, "-");
+  const jv *ml = get(row, "min_limit");
+  const jv *ad = get(row, "depends_on_adaptive");
+  if (is_num(ml)) snprintf(c[10], 160, "%s%s", human(u64(ml), b, sizeof b), ad && ad->kind == 't' ? "*" : "");
+  else snprintf(c[10], 160, "none");
+}
+
+/* Words of text, wrapped at width after a first-line prefix. */
+static void put_wrapped(FILE *o, const char *prefix, const char *text, int width) {
+  char buf[4096];
+  shown(text, buf, sizeof buf);
+  int col = fprintf(o, "%s", prefix), indent = (int)strlen(prefix);
+  const char *p = buf;
+  while (*p) {
+    while (*p == ' ') p++;
+    const char *e = p;
+    while (*e && *e != ' ') e++;
+    int w = (int)(e - p);
+    if (col > indent && col + 1 + w > width) col = fprintf(o, "\n%*s", indent, "") - 1;
+    else if (col > indent) col += fprintf(o, " ");
+    col += fprintf(o, "%.*s", w, p);
+    p = e;
+  }
+  fputc('\n', o);
+}
+
+static void print_table(FILE *o, const jv *doc) {
+  const jv *snap = get(doc, "snapshot"), *rows = get(doc, "configs");
+  char b1[64], b2[64], b3[600];
+  double ms = num(get(snap, "duration_ms"));
+  fprintf(o, "snapshot: device %llu (of %llu), %llu entries, %llu requests over %.3f s%s\n",
+          u64(get(snap, "device")), u64(get(snap, "devices")), u64(get(snap, "entries")),
+          u64(get(snap, "requests")), ms / 1000, get(snap, "truncated") && get(snap, "truncated")->kind == 't'
+                                                    ? " (truncated: its start was lost)" : "");
+  const char *rc = str(get(snap, "recorded_config"));
+  fprintf(o, "recorded with: %s; %llu OOMs (%llu a library survived); %llu empty_cache calls inferred\n",
+          *rc ? shown(rc, b3, sizeof b3) : "(torch default)", u64(get(snap, "recorded_ooms")),
+          u64(get(snap, "adaptive_ooms")), u64(get(snap, "inferred_empty_cache")));
+  fprintf(o, "simulated device: %s (%llu bytes)", human(u64(get(snap, "capacity")), b1, sizeof b1),
+          u64(get(snap, "capacity")));
+  if (is_num(get(snap, "limit")))
+    fprintf(o, ", limit %s (fraction %g)", human(u64(get(snap, "limit")), b2, sizeof b2), num(get(snap, "fraction")));
+  fputs("\n\n", o);
+
+  size_t n = rows && rows->kind == 'a' ? rows->n : 0;
+  char(*c)[NCOL][160] = calloc(n ? n : 1, sizeof *c);
+  if (!c) return;
+  int w[NCOL], adaptive = 0;
+  for (int k = 0; k < NCOL; k++) w[k] = (int)strlen(HEAD[k]);
+  for (size_t i = 0; i < n; i++) {
+    cells(&rows->items[i], c[i]);
+    for (int k = 0; k < NCOL; k++)
+      if ((int)strlen(c[i][k]) > w[k]) w[k] = (int)strlen(c[i][k]);
+    adaptive |= strchr(c[i][10], '*') != NULL;
+  }
+  for (int k = 0; k < NCOL; k++) fprintf(o, k < 2 ? "%-*s  " : k + 1 < NCOL ? "%*s  " : "%*s\n", w[k], HEAD[k]);
+  for (size_t i = 0; i < n; i++)
+    for (int k = 0; k < NCOL; k++) fprintf(o, k < 2 ? "%-*s  " : k + 1 < NCOL ? "%*s  " : "%*s\n", w[k], c[i][k]);
+  free(c);
+  if (adaptive) fputs("* the history's OOMs include a library taking a smaller workspace: see the notes\n", o);
+
+  const jv *rec = get(doc, "recommended");
+  fputc('\n', o);
+  if (rec && rec->kind == 'o') {
+    long long save = is_num(get(rec, "saving_bytes")) ? strtoll(get(rec, "saving_bytes")->text, NULL, 10) : 0;
+    double pct = num(get(rec, "saving_percent"));
+    const jv *r0 = n ? get(&rows->items[0], "min_limit") : NULL;
+    char line[1024];
+    fprintf(o, "recommended: %s\n", config_name(rec, b3, sizeof b3));
+    snprintf(line, sizeof line, "min_limit %s (%llu bytes), %s %lld bytes (%.2f%%) against the recorded config (%s)",
+             human(u64(get(rec, "min_limit")), b1, sizeof b1), u64(get(rec, "min_limit")),
+             save >= 0 ? "saving" : "costing", save >= 0 ? save : -save, pct >= 0 ? pct : -pct,
+             is_num(r0) ? human(u64(r0), b2, sizeof b2) : "none");
+    put_wrapped(o, "  ", line, 100);
+  } else {
+    put_wrapped(o, "", "recommended: none (the recorded config has no min_limit on this device, or no row has one)",
+                100);
+  }
+  const jv *notes = get(doc, "notes");
+  if (notes && notes->kind == 'a' && notes->n) {
+    fputs("notes:\n", o);
+    for (size_t i = 0; i < notes->n; i++) put_wrapped(o, "  - ", str(&notes->items[i]), 100);
+  }
+}
+
+/* ---- the page ---- */
+
+static int make_nonce(char out[33]) {
+  unsigned char r[16];
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t got = read(fd, r, sizeof r);
+  close(fd);
+  if (got != (ssize_t)sizeof r) return -1;
+  for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", r[i]);
+  return 0;
+}
+
+static void put_nonced(FILE *o, const char *a, const char *b, const char *nonce) {
+  for (const char *m; a < b && (m = strstr(a, "@@NONCE@@")) && m < b; a = m + 9) {
+    fwrite(a, 1, (size_t)(m - a), o);
+    fputs(nonce, o);
+  }
+  fwrite(a, 1, (size_t)(b - a), o);
+}
+
+/* The page with the document in a data block. '<', '>' and '&' occur
+ * only inside JSON strings, where \u003c etc. mean the same: no text from
+ * the snapshot or a config can end the script element or open a comment. */
+static int write_page(const char *path, const char *json) {
+  char nonce[33];
+  if (make_nonce(nonce)) return cli_error(&CMD, "cannot read /dev/urandom for the page's script nonce");
+  const char *tpl = tcuda_whatif_html, *m = strstr(tpl, "@@DATA@@");
+  if (!m || !strstr(tpl, "@@NONCE@@")) return cli_error(&CMD, "the embedded page is damaged (markers missing)");
+  FILE *o = fopen(path, "wb");
+  char b[600];
+  if (!o) return cli_error(&CMD, "cannot write '%s': %s", shown(path, b, sizeof b), strerror(errno));
+  put_nonced(o, tpl, m, nonce);
+  for (const char *p = json; *p; p++) {
+    if (*p == '<') fputs("\\u003c", o);
+    else if (*p == '>') fputs("\\u003e", o);
+    else if (*p == '&') fputs("\\u0026", o);
+    else fputc(*p, o);
+  }
+  put_nonced(o, m + 8, tpl + strlen(tpl), nonce);
+  int bad = ferror(o) != 0;
+  bad |= fclose(o) != 0;
+  if (bad) return cli_error(&CMD, "writing '%s' failed: %s", shown(path, b, sizeof b), strerror(errno));
+  return 0;
+}
+
+/* ---- the command ---- */
+
+int cmd_whatif(int argc, char **argv) {
+  enum { O_CONF = 256, O_CAP, O_FRAC, O_DEV, O_THREADS, O_JSON, O_HTML };
+  static const struct option longopts[] = {
+      {"config", required_argument, NULL, O_CONF}, {"capacity", required_argument, NULL, O_CAP},
+      {"fraction", required_argument, NULL, O_FRAC}, {"device", required_argument, NULL, O_DEV},
+      {"threads", required_argument, NULL, O_THREADS}, {"json", no_argument, NULL, O_JSON},
+      {"html", required_argument, NULL, O_HTML}, {"help", no_argument, NULL, 'h'}, {0}};
+  static const char *configs[MAX_CONFIGS];
+  tcuda_whatif_options_t o = TCUDA_WHATIF_OPTIONS_INIT;
+  const char *html = NULL;
+  int json = 0, ch, rc;
+  size_t nconf = 0;
+  while ((ch = cli_getopt(&CMD, argc, argv, "h", longopts, &rc)) != -1) {
+    const char *v = optarg;
+    uint64_t n;
+    switch (ch) {
+    case CLI_DONE: return rc;
+    case O_CONF:
+      if (nconf == MAX_CONFIGS) return cli_usage_error(&CMD, "--config given more than %d times", MAX_CONFIGS);
+      /* checked now, as a usage error naming it; the environment is not read */
+      if (*v && !cli_alloc_config(&CMD, v, &configs[nconf], &rc)) return rc;
+      configs[nconf++] = v;
+      break;
+    case O_CAP:
+      if (!cli_parse_bytes(&CMD, "--capacity", v, &n)) return CLI_USAGE;
+      if (n < (2u << 20)) return cli_usage_error(&CMD, "--capacity '%s': under 2 MiB, the allocator's grid", v);
+      o.capacity = n;
+      break;
+    case O_FRAC:
+      if (!cli_parse_f64(&CMD, "--fraction", v, &o.memory_fraction)) return CLI_USAGE;
+      if (!(o.memory_fraction >= 0 && o.memory_fraction <= 1))
+        return cli_usage_error(&CMD, "--fraction %s: memory_fraction %s is not in 0~1", v, v);
+      break;
+    case O_DEV:
+      if (!cli_parse_whole(&CMD, "--device", v, "device index", 0, 1023, &n)) return CLI_USAGE;
+      o.device = (int)n;
+      break;
+    case O_THREADS:
+      if (!cli_parse_whole(&CMD, "--threads", v, "thread count", 1, 256, &n)) return CLI_USAGE;
+      o.threads = (int)n;
+      break;
+    case O_JSON: json = 1; break;
+    case O_HTML:
+      if (!*v) return cli_usage_error(&CMD, "--html needs a file name");
+      html = v;
+      break;
+    }
+  }
+  if (optind == argc) return cli_usage_error(&CMD, "no snapshot given");
+  if (cli_operands(&CMD, argc, argv, 1) < 0) return CLI_USAGE;
+  const char *path = argv[optind];
+  o.configs = nconf ? configs : NULL;
+  o.num_configs = nconf;
+  if (html) o.series_points = SERIES_POINTS;
+
+  char *doc = NULL;
+  if (tcuda_whatif_file(path, &o, &doc)) return cli_fail("whatif");
+  if (html && (rc = write_page(html, doc))) {
+    tcuda_string_free(doc);
+    return rc;
+  }
+  if (json) {
+    fputs(doc, stdout);
+  } else {
+    jv v;
+    jrd r = {doc, 0};
+    int ok = read_value(&r, &v) && v.kind == 'o';
+    if (ok) print_table(stdout, &v);
+    jv_free(&v);
+    if (!ok) {
+      tcuda_string_free(doc);
+      return cli_error(&CMD, "the library's document did not read back as JSON");
+    }
+  }
+  tcuda_string_free(doc);
+  if (fflush(stdout) || ferror(stdout)) return cli_error(&CMD, "write error: %s", strerror(errno ? errno : EIO));
+  if (html) {
+    char b[600];
+    fprintf(stderr, "tcuda whatif: wrote %s\n", shown(html, b, sizeof b));
+  }
+  return 0;
+}
