@@ -15,6 +15,8 @@ Names and signatures follow torch.cuda; see docs/python.md for the
 differences (tensors are DLPack objects, RNG states are bytes). Errors
 raise tcuda.TcudaError (OutOfMemoryError for OOM) with tcuda's message.
 tcuda.interop routes PyTorch's or CuPy's memory through tcuda.
+tcuda.whatif(snapshot) replays a torch memory snapshot's history under
+other allocator configs or a limit (no GPU needed).
 """
 from ._lib import OutOfMemoryError, TcudaError, library_path, lib as _libtcuda
 from ._device import (can_device_access_peer, current_blas_handle, current_device, device, device_count, device_of,
@@ -38,6 +40,7 @@ from .random import (Generator, default_generator, get_rng_state, get_rng_state_
                      manual_seed_all, normal_, random_, seed, seed_all, set_rng_state, set_rng_state_all, uniform_)
 from .graphs import CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
 from ._dlpack import Tensor
+from ._whatif import whatif
 from . import comm, graphs, interop, memory, nvtx, random, streams
 
 __version__ = "0.1.0"

@@ -11,8 +11,8 @@ from ctypes import (POINTER, Structure, c_char, c_char_p, c_double, c_float, c_i
                     c_ssize_t, c_ubyte, c_uint, c_uint64, c_void_p)
 
 __all__ = ["lib", "library_path", "TcudaError", "OutOfMemoryError", "check", "StreamT", "StatT", "HostMemoryStatsT",
-           "GraphPoolT", "GraphScopeT", "size_arg", "int_arg", "int64_arg", "uint64_arg", "pointer_arg", "c_string",
-           "c_path"]
+           "GraphPoolT", "GraphScopeT", "WhatifOptionsT", "size_arg", "int_arg", "int64_arg", "uint64_arg",
+           "pointer_arg", "c_string", "c_path"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -213,6 +213,12 @@ class GraphScopeT(Structure):
     _fields_ = [("graph", c_void_p), ("guard", StreamGuardT), ("active", c_int)]
 
 
+class WhatifOptionsT(Structure):
+    _fields_ = [("struct_size", c_size_t), ("configs", POINTER(c_char_p)), ("num_configs", c_size_t),
+                ("capacity", c_uint64), ("memory_fraction", c_double), ("device", c_int), ("threads", c_int),
+                ("series_points", c_int), ("no_min_limit", c_int)]
+
+
 P = POINTER
 S = c_int  # tcuda_status
 
@@ -301,6 +307,9 @@ _PROTOTYPES = {
     # memory history (torch.cuda.memory._record_memory_history, _snapshot, _dump_snapshot)
     "tcuda_memory_record_history": (S, [c_int, c_int, c_size_t, c_int]),
     "tcuda_memory_snapshot_dump": (S, [c_char_p]),
+    # what-if on PyTorch memory snapshots (tcuda.whatif)
+    "tcuda_whatif_file": (S, [c_char_p, P(WhatifOptionsT), P(c_void_p)]),
+    "tcuda_whatif_buffer": (S, [c_char_p, c_size_t, P(WhatifOptionsT), P(c_void_p)]),
     # pinned host memory
     "tcuda_host_alloc": (S, [P(c_void_p), c_size_t]),
     "tcuda_host_free": (S, [c_void_p]),
@@ -387,6 +396,8 @@ _PROTOTYPES = {
 # Exported by libtcuda but deliberately not bound here, with the reason.
 _UNBOUND = {
     "tcuda_replay_file_to": "C-only by design, as tcuda_replay_file: it streams a trace replay to a C callback",
+    "tcuda_replay_snapshot_to": "streams a snapshot's replay to a C callback, as tcuda_replay_file_to (the "
+                                "`tcuda replay --simulate` command's); tcuda.whatif covers snapshots from Python",
     "tcuda_status_string": "the package raises tcuda_last_error()'s message; the generic one-line description "
                            "of a status adds nothing to it",
     "tcuda_device_exchange": "torch's counterpart (torch.cuda._exchange_device) is private; tcuda.device() uses "

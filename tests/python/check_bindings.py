@@ -39,6 +39,7 @@ STRUCTS = {
     "HostMemoryStatsT": "tcuda_host_memory_stats_t",
     "GraphPoolT": "tcuda_graph_pool_t",
     "GraphScopeT": "tcuda_graph_capture_scope_t",
+    "WhatifOptionsT": "tcuda_whatif_options_t",
 }
 
 # (module, attribute) of the package -> the C constant it copies.

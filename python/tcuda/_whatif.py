@@ -1,0 +1,142 @@
+"""tcuda.whatif: a PyTorch memory snapshot's history replayed under other
+allocator configs or a memory limit (tcuda_whatif_file/_buffer). No GPU
+and no torch needed.
+
+A snapshot given as a file is read by libtcuda's restricted pickle reader
+(plain data only; nothing in it runs). One given as a dict (what
+torch.cuda.memory._snapshot() returns) is handed over as JSON. This module
+never unpickles anything itself.
+"""
+import ctypes
+import json
+import math
+import numbers
+import os
+from ctypes import byref, c_char_p, c_void_p
+
+from ._lib import WhatifOptionsT, c_path, c_string, check, int_arg, lib, take_string, uint64_arg
+
+__all__ = ["whatif"]
+
+_MAX_CONFIGS = 255  # the library's rows, less the recorded one
+
+
+def _where(path):
+    return "snapshot" + "".join("[%r]" % k for k in path)
+
+
+def _find_unencodable(value, path=()):
+    """(path, problem) of the first value JSON cannot carry, or None."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, (str, int, float, bool)) and k is not None:
+                return path + (k,), "has a key of type %s" % type(k).__name__
+            found = _find_unencodable(v, path + (k,))
+            if found:
+                return found
+        return None
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            found = _find_unencodable(v, path + (i,))
+            if found:
+                return found
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return path, "is %r, which JSON cannot carry" % value
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return None
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return path, "is bytes, which JSON cannot carry (decode it to str)"
+    return path, "is a %s, which JSON cannot carry" % type(value).__name__
+
+
+def _snapshot_json(snapshot):
+    """The dict as JSON bytes: tuples become lists, as they do in torch's
+    own JSON form of a snapshot."""
+    try:
+        return json.dumps(snapshot, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        found = _find_unencodable(snapshot)
+        if not found:
+            raise
+        path, problem = found
+        raise TypeError("tcuda.whatif: %s %s" % (_where(path), problem)) from None
+
+
+def _is_int(v):
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def whatif(snapshot, configs=None, capacity=None, fraction=None, device=0, *, threads=0, series_points=0):
+    """What would other allocator configs, or a memory limit, do to the
+    history in a PyTorch memory snapshot? Returns the library's document as
+    a dict: {"snapshot": {...}, "configs": [rows], "recommended": {...} or
+    None, "notes": [...]}; docs/python.md describes it.
+
+    snapshot: a path (str or os.PathLike) to torch.cuda.memory._dump_snapshot()'s
+        pickle or its JSON form, or the dict torch.cuda.memory._snapshot() returns.
+    configs: PYTORCH_CUDA_ALLOC_CONF strings, one row each after the recorded
+        config's row; None: the default sweep.
+    capacity: the simulated device's bytes; None: an H200's.
+    fraction: set_per_process_memory_fraction for every row, in (0, 1]; None: no limit.
+    device: whose history, for a snapshot of several devices.
+    threads: rows replayed at once; 0: one per CPU.
+    series_points: > 0 gives each row a "series" of reserved and allocated
+        bytes over the history's time, at up to that many points.
+    """
+    if isinstance(snapshot, dict):
+        data = _snapshot_json(snapshot)
+        path = None
+    elif isinstance(snapshot, (str, os.PathLike)):
+        path = c_path(snapshot, "snapshot")
+    else:
+        raise TypeError("tcuda.whatif: snapshot must be a path (str or os.PathLike) or the dict "
+                        "torch.cuda.memory._snapshot() returns, not %s" % type(snapshot).__name__)
+
+    opts = WhatifOptionsT()
+    opts.struct_size = ctypes.sizeof(WhatifOptionsT)
+    keep = None
+    if configs is not None:
+        if isinstance(configs, (str, bytes)) or not hasattr(configs, "__iter__"):
+            raise TypeError("tcuda.whatif: configs must be a list of config strings (or None for the default "
+                            "sweep), not %s" % type(configs).__name__)
+        configs = list(configs)
+        if not configs:
+            raise ValueError("tcuda.whatif: configs is empty; pass None for the default sweep")
+        if len(configs) > _MAX_CONFIGS:
+            raise ValueError("tcuda.whatif: configs has %d entries, more than %d" % (len(configs), _MAX_CONFIGS))
+        for i, c in enumerate(configs):
+            if not isinstance(c, str):
+                raise TypeError("tcuda.whatif: configs[%d] must be a str, not %s" % (i, type(c).__name__))
+        keep = (c_char_p * len(configs))(*[c_string(c, "configs[%d]" % i) for i, c in enumerate(configs)])
+        opts.configs = ctypes.cast(keep, ctypes.POINTER(c_char_p))
+        opts.num_configs = len(configs)
+    if capacity is not None:
+        if not _is_int(capacity):
+            raise TypeError("tcuda.whatif: capacity must be an int (bytes) or None, not %s"
+                            % type(capacity).__name__)
+        if capacity <= 0:
+            raise ValueError("tcuda.whatif: capacity %d is not a positive byte count (None: an H200's)" % capacity)
+        opts.capacity = uint64_arg(capacity, "capacity")
+    if fraction is not None:
+        if not isinstance(fraction, numbers.Real) or isinstance(fraction, bool):
+            raise TypeError("tcuda.whatif: fraction must be a number in (0, 1] or None, not %s"
+                            % type(fraction).__name__)
+        if not 0 < fraction <= 1:
+            raise ValueError("tcuda.whatif: fraction %r is not in (0, 1] (None: no limit)" % (fraction,))
+        opts.memory_fraction = float(fraction)
+    for name, v in (("device", device), ("threads", threads), ("series_points", series_points)):
+        if not _is_int(v):
+            raise TypeError("tcuda.whatif: %s must be an int, not %s" % (name, type(v).__name__))
+        if v < 0:
+            raise ValueError("tcuda.whatif: %s %d is negative" % (name, v))
+    opts.device = int_arg(device, "device")
+    opts.threads = int_arg(threads, "threads")
+    opts.series_points = int_arg(series_points, "series_points")
+
+    out = c_void_p()  # `keep` holds the config strings until the call returns
+    if path is not None:
+        check(lib.tcuda_whatif_file(path, byref(opts), byref(out)))
+    else:
+        check(lib.tcuda_whatif_buffer(data, len(data), byref(opts), byref(out)))
+    return json.loads(take_string(out))
