@@ -22,15 +22,16 @@ _MAX_CONFIGS = 255  # the library's rows, less the recorded one
 
 
 def _where(path):
-    return "snapshot" + "".join("[%r]" % k for k in path)
+    return "snapshot" + "".join("[%r]" % (k,) for k in path)
 
 
 def _find_unencodable(value, path=()):
-    """(path, problem) of the first value JSON cannot carry, or None."""
+    """(path, problem, exception class) of the first value JSON cannot
+    carry, or None."""
     if isinstance(value, dict):
         for k, v in value.items():
             if not isinstance(k, (str, int, float, bool)) and k is not None:
-                return path + (k,), "has a key of type %s" % type(k).__name__
+                return path, "has a key %r of type %s, which JSON cannot carry" % (k, type(k).__name__), TypeError
             found = _find_unencodable(v, path + (k,))
             if found:
                 return found
@@ -42,12 +43,12 @@ def _find_unencodable(value, path=()):
                 return found
         return None
     if isinstance(value, float) and not math.isfinite(value):
-        return path, "is %r, which JSON cannot carry" % value
+        return path, "is %r, which JSON cannot carry" % value, ValueError
     if value is None or isinstance(value, (str, bool, int, float)):
         return None
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return path, "is bytes, which JSON cannot carry (decode it to str)"
-    return path, "is a %s, which JSON cannot carry" % type(value).__name__
+        return path, "is bytes, which JSON cannot carry (decode it to str)", TypeError
+    return path, "is a %s, which JSON cannot carry" % type(value).__name__, TypeError
 
 
 def _snapshot_json(snapshot):
@@ -59,8 +60,8 @@ def _snapshot_json(snapshot):
         found = _find_unencodable(snapshot)
         if not found:
             raise
-        path, problem = found
-        raise TypeError("tcuda.whatif: %s %s" % (_where(path), problem)) from None
+        path, problem, exc = found
+        raise exc("tcuda.whatif: %s %s" % (_where(path), problem)) from None
 
 
 def _is_int(v):

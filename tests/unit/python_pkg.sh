@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Python package on CPU (tests/python/test_cpu.py) against the libtcuda
+# The Python package on CPU (tests/python/test_cpu.py, test_whatif.py) against the libtcuda
 # just built. SKIPPED (77) when no python3 has pytest (Debian: python3-pytest).
 set -u
 src="${TCUDA_SOURCE_DIR:?}"
@@ -19,4 +19,4 @@ if [ -n "${san// /}" ]; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 fi
 export PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONDONTWRITEBYTECODE=1
-exec "$py" -m pytest -q -p no:cacheprovider "$src/tests/python/test_cpu.py"
+exec "$py" -m pytest -q -p no:cacheprovider "$src/tests/python/test_cpu.py" "$src/tests/python/test_whatif.py"

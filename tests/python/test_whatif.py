@@ -1,0 +1,166 @@
+"""tcuda.whatif on torch's recorded snapshots (tests/data/whatif): a path and
+the dict form give the same document, argument checks name the argument,
+the library's errors come back as TcudaError with its message, and the
+package never unpickles anything itself. Run by tests/unit/python_pkg.sh.
+
+The tests load the committed snapshots with Python's pickle module to build
+the dict form: they are this repository's own trusted files."""
+import copy
+import json
+import os
+import pathlib
+import pickle
+
+import pytest
+
+import tcuda
+
+DATA = os.path.join(os.environ.get("TCUDA_TEST_DATA") or
+                    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data"), "whatif")
+SMALL = os.path.join(DATA, "side_stream.pickle")
+CONFIGS = ["expandable_segments:True", "max_split_size_mb:128"]
+
+
+def _load(name):
+    with open(os.path.join(DATA, name), "rb") as f:
+        return pickle.load(f)  # the repository's own test data
+
+
+@pytest.fixture
+def small_dict():
+    return _load("side_stream.pickle")
+
+
+@pytest.fixture
+def no_unpickling(monkeypatch):
+    """Any pickle.load/loads/Unpickler use during the test fails it."""
+    def refuse(*a, **k):
+        raise AssertionError("tcuda.whatif unpickled something")
+    for name in ("load", "loads", "Unpickler"):
+        monkeypatch.setattr(pickle, name, refuse)
+
+
+def test_path_and_dict_give_the_same_document(small_dict, no_unpickling):
+    snap = small_dict  # loaded before no_unpickling took pickle away
+    by_path = tcuda.whatif(SMALL, configs=CONFIGS)
+    by_pathlike = tcuda.whatif(pathlib.Path(SMALL), configs=CONFIGS)
+    by_dict = tcuda.whatif(snap, configs=CONFIGS)
+    assert by_path == by_pathlike == by_dict
+    assert [r["config"] for r in by_path["configs"]][1:] == CONFIGS
+    assert by_path["configs"][0]["source"] == "recorded"
+    assert set(by_path) == {"snapshot", "configs", "recommended", "notes"}
+
+
+def test_default_sweep_and_recorded_row():
+    doc = tcuda.whatif(os.path.join(DATA, "tf_default.pickle"))
+    rows = doc["configs"]
+    assert rows[0]["source"] == "recorded" and len(rows) > 5
+    assert all(r["source"] == "sweep" for r in rows[1:])
+    for r in rows:
+        assert r["peak_reserved"] >= r["peak_allocated"] > 0
+        assert "series" not in r
+    rec = doc["recommended"]
+    assert rec is None or any(r["config"] == rec["config"] for r in rows)
+
+
+def test_json_file_gives_the_pickles_document():
+    a = tcuda.whatif(os.path.join(DATA, "tf_default.pickle"), configs=CONFIGS)
+    b = tcuda.whatif(os.path.join(DATA, "tf_default.json"), configs=CONFIGS)
+    assert a == b
+
+
+def test_dict_with_a_tuple_segment_pool_id():
+    snap = _load("side_stream.pickle")
+    segs = snap["segments"]
+    assert segs, "the snapshot has segments"
+    for g in segs:
+        g["segment_pool_id"] = tuple(g.get("segment_pool_id", (0, 0)))
+    listed = copy.deepcopy(snap)
+    for g in listed["segments"]:
+        g["segment_pool_id"] = list(g["segment_pool_id"])
+    assert tcuda.whatif(snap, configs=CONFIGS) == tcuda.whatif(listed, configs=CONFIGS)
+
+
+def test_limit_series_and_first_oom():
+    snap = os.path.join(DATA, "tf_limit.pickle")
+    doc = tcuda.whatif(snap, configs=CONFIGS, fraction=0.002291207795694817, series_points=50, threads=2)
+    s = doc["snapshot"]
+    assert s["limit"] == int(0.002291207795694817 * s["capacity"])
+    r0 = doc["configs"][0]
+    assert r0["ooms"] > 0 and r0["first_oom"]["size"] > 0
+    for r in doc["configs"]:
+        ser = r["series"]
+        assert 0 < len(ser["t_ms"]) <= 50 and len(ser["t_ms"]) == len(ser["reserved"]) == len(ser["allocated"])
+    small = tcuda.whatif(snap, configs=CONFIGS, capacity=1 << 30)
+    assert small["snapshot"]["capacity"] == 1 << 30
+
+
+def test_values_json_cannot_carry_name_their_key():
+    # torch's snapshots hold no bytes; a dict that does is refused, not guessed at
+    snap = _load("side_stream.pickle")
+    snap["device_traces"][0][3]["frames"] = [{"name": b"raw", "filename": "x.py", "line": 1}]
+    with pytest.raises(TypeError) as ei:
+        tcuda.whatif(snap)
+    assert "snapshot['device_traces'][0][3]['frames'][0]['name']" in str(ei.value)
+    assert "bytes" in str(ei.value)
+    snap = _load("side_stream.pickle")
+    snap["allocator_settings"]["garbage_collection_threshold"] = float("nan")
+    with pytest.raises(ValueError) as ei:
+        tcuda.whatif(snap)
+    assert "snapshot['allocator_settings']['garbage_collection_threshold']" in str(ei.value)
+    snap = _load("side_stream.pickle")
+    snap["segments"][0]["blocks"] = {(1, 2): 3}
+    with pytest.raises(TypeError) as ei:
+        tcuda.whatif(snap)
+    assert "snapshot['segments'][0]['blocks'] has a key (1, 2) of type tuple" in str(ei.value)
+
+
+@pytest.mark.parametrize("kwargs, exc, words", [
+    (dict(snapshot=123), TypeError, "snapshot"),
+    (dict(snapshot=b"/tmp/x.pickle"), TypeError, "snapshot"),
+    (dict(snapshot=[1, 2]), TypeError, "snapshot"),
+    (dict(configs="expandable_segments:True"), TypeError, "configs"),
+    (dict(configs=[1]), TypeError, "configs[0]"),
+    (dict(configs=["max_split_size_mb:128", None]), TypeError, "configs[1]"),
+    (dict(configs=[]), ValueError, "configs"),
+    (dict(configs=["a\0b"]), ValueError, "configs[0]"),
+    (dict(configs=["max_split_size_mb:128"] * 256), ValueError, "configs"),
+    (dict(capacity="80GB"), TypeError, "capacity"),
+    (dict(capacity=0), ValueError, "capacity"),
+    (dict(capacity=True), TypeError, "capacity"),
+    (dict(capacity=1 << 64), OverflowError, "capacity"),
+    (dict(fraction="0.5"), TypeError, "fraction"),
+    (dict(fraction=0), ValueError, "fraction"),
+    (dict(fraction=1.5), ValueError, "fraction"),
+    (dict(fraction=float("nan")), ValueError, "fraction"),
+    (dict(device=-1), ValueError, "device"),
+    (dict(device=1.0), TypeError, "device"),
+    (dict(threads="2"), TypeError, "threads"),
+    (dict(series_points=-5), ValueError, "series_points"),
+])
+def test_bad_arguments(kwargs, exc, words):
+    kw = dict(snapshot=SMALL)
+    kw.update(kwargs)
+    with pytest.raises(exc) as ei:
+        tcuda.whatif(**kw)
+    assert words in str(ei.value)
+
+
+def _raises(call, name, *fragments):
+    with pytest.raises(tcuda.TcudaError) as ei:
+        call()
+    assert ei.value.name == name, (ei.value.name, str(ei.value))
+    for f in fragments:
+        assert f in str(ei.value), (f, str(ei.value))
+
+
+def test_library_errors_carry_its_message(tmp_path):
+    missing = str(tmp_path / "missing.pickle")
+    _raises(lambda: tcuda.whatif(missing), "TCUDA_ERROR_IO", "tcuda_whatif_file", "missing.pickle")
+    evil = tmp_path / "evil.pickle"
+    with open(evil, "wb") as f:
+        pickle.dump(os.system, f)
+    _raises(lambda: tcuda.whatif(str(evil)), "TCUDA_ERROR_PARSE", "GLOBAL")
+    _raises(lambda: tcuda.whatif({"a": 1}), "TCUDA_ERROR_PARSE", "tcuda_whatif_buffer")
+    _raises(lambda: tcuda.whatif(SMALL, configs=["bogus:1"]), "TCUDA_ERROR_CONFIG", "bogus")
+    _raises(lambda: tcuda.whatif(SMALL, device=3), "TCUDA_ERROR_INVALID_ARGUMENT", "device 3")
