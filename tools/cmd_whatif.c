@@ -17,6 +17,7 @@ extern const unsigned long tcuda_whatif_html_len;
 
 #define MAX_CONFIGS 255 /* the library's rows, less the recorded one */
 #define SERIES_POINTS 400
+#define CONFIG_COL 56   /* the table's config column at most */
 
 static const cli_cmd CMD = {
     "whatif",
@@ -252,7 +253,11 @@ static const char *const HEAD[NCOL] = {"config", "source", "peak reserved", "pea
 /* One row's cells; min_limit carries '*' when it depends on a library adapting. */
 static void cells(const jv *row, char c[NCOL][160]) {
   char b[64], name[160];
-  snprintf(c[0], 160, "%s", config_name(row, name, sizeof name));
+  /* a long config (the recorded one can list 16 roundup divisions) is cut
+     here; the header lines and --json have it whole */
+  const char *cn = config_name(row, name, sizeof name);
+  if (strlen(cn) > CONFIG_COL) snprintf(c[0], 160, "%.*s...", CONFIG_COL - 3, cn);
+  else snprintf(c[0], 160, "%s", cn);
   shown(str(get(row, "source")), c[1], 160);
   snprintf(c[2], 160, "%s", human(u64(get(row, "peak_reserved")), b, sizeof b));
   snprintf(c[3], 160, "%s", human(u64(get(row, "peak_allocated")), b, sizeof b));

@@ -130,6 +130,7 @@ for col in ("source", "peak reserved", "peak allocated", "ratio", "peak segments
 body = lines[head[0] + 1: head[0] + 1 + len(doc["configs"])]
 for line, row in zip(body, doc["configs"]):
     name = row["config"] or "(torch default)"
+    name = name if len(name) <= 56 else name[:53] + "..."   # long ones are cut in the table
     assert line.startswith(name + " "), (line, name)
     assert " " + row["source"] + " " in line, (line, row["source"])
     assert re.search(r"\d+\.\d (KiB|MiB|GiB)", line), line
@@ -141,6 +142,10 @@ if rec:
 assert "notes:" in text
 print("table ok:", len(body), "rows")
 PY
+# a long recorded config: whole on the header line, cut in the table
+run 0 "" whatif --config max_split_size_mb:128 "$data/tf_rp2.pickle"
+grep -q "^recorded with: roundup_power2_divisions:\[1:1,.*,32768:8\];" "$tmp/out" || bad "tf_rp2: the recorded config line"
+grep -q "^roundup_power2_divisions:\[1:1,[^ ]*\.\.\.  recorded " "$tmp/out" || bad "tf_rp2: the recorded row's cut config"
 run 0 "" whatif --json --config expandable_segments:True --config "" --config max_split_size_mb:64 \
   --capacity 80GiB --fraction 0.5 --device 0 "$data/side_stream.pickle"
 python3 - "$tmp/out" <<'PY' || bad "whatif --config rows"
