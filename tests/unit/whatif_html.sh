@@ -155,6 +155,37 @@ PY
 render "$W/evilcfg.html" > "$W/evilcfg.dom" || fail "chromium failed on the hostile-config page"
 check "$W/evilcfg.html" "$W/evilcfg.dom" "$EVIL"
 
+# ---- clicks: a legend entry hides its config's lines, a table row shows its
+# first OOM, the x-axis switch redraws (the clicks are added to the page's
+# own script, the only one its policy runs) ----
+python3 - "$W/limit.html" "$W/clicks.html" <<'PY' || fail "making the clicked page"
+import sys
+page = open(sys.argv[1]).read()
+end = page.rindex("})();")
+clicks = ("document.querySelectorAll('#legend .lg')[1].click();\n"
+          "document.querySelectorAll('#rows tbody tr')[3].click();\n"
+          "document.getElementById('x-time').click();\n")
+open(sys.argv[2], "w").write(page[:end] + clicks + page[end:])
+PY
+render "$W/clicks.html" > "$W/clicks.dom" || fail "chromium failed on the clicked page"
+grep -E 'Uncaught|CONSOLE.*(Error|error)' "$W/console.log" && fail "console errors after the clicks"
+python3 - "$W/clicks.dom" "$W/clicks.html" <<'PY' || fail "the clicks did not act"
+import html, json, re, sys
+dom = open(sys.argv[1]).read()
+doc = json.loads(re.search(r'<script id="whatif-data" type="application/json">(.*?)</script>',
+                           open(sys.argv[2]).read(), re.S).group(1))
+paths = re.findall(r"<path\b[^>]*>", dom)
+hidden = {re.search(r'data-row="(\d+)"', p).group(1) for p in paths if "display: none" in p}
+assert hidden == {"1"}, hidden
+assert re.search(r'<span class="lg off" data-row="1"', dom), "legend entry 1 not marked off"
+assert re.search(r'<tr data-row="3" class="[^"]*\bsel\b', dom), "row 3 not selected"
+title = html.unescape(re.sub(r"<[^>]+>", "", re.search(r'<div id="oom-title">(.*?)</div>\s*<ol', dom, re.S).group(1)))
+assert title.startswith("Row " + (doc["configs"][3]["config"] or "(torch default)")), title
+assert re.search(r'<button type="button" id="x-time" class="on">', dom), "the time axis is not on"
+assert "time since the first entry of the history" in dom
+print("clicks ok")
+PY
+
 # ---- a fresh script nonce per page ----
 "$CLI" whatif --config max_split_size_mb:64 --html "$W/n1.html" "$DATA/side_stream.pickle" > /dev/null 2>&1
 "$CLI" whatif --config max_split_size_mb:64 --html "$W/n2.html" "$DATA/side_stream.pickle" > /dev/null 2>&1
