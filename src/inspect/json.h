@@ -73,6 +73,7 @@ static inline char *tc_sbuf_take(tc_sbuf *b) {
     return NULL;
   }
   char *p = b->p;
+  p[b->len] = 0; /* an empty buffer was never terminated by a put */
   b->p = NULL;
   b->len = b->cap = 0;
   return p;

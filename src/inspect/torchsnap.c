@@ -553,8 +553,8 @@ static int cmp_alloc_at(const void *a, const void *b) {
  * segment's end, or an allocation the window makes there while the block is
  * still live. */
 static void place_blocks(tc_hist *h) {
-  qsort(h->segs, h->num_segs, sizeof *h->segs, cmp_seg);
-  qsort(h->blocks, h->num_blocks, sizeof *h->blocks, cmp_block);
+  if (h->num_segs) qsort(h->segs, h->num_segs, sizeof *h->segs, cmp_seg);
+  if (h->num_blocks) qsort(h->blocks, h->num_blocks, sizeof *h->blocks, cmp_block);
   /* allocations of the window by address, and when each slot is freed */
   size_t na = 0;
   alloc_at *al = malloc((h->num_ops ? h->num_ops : 1) * sizeof *al);
@@ -568,7 +568,7 @@ static void place_blocks(tc_hist *h) {
                op->slot < h->num_slots && freed_at[op->slot] == SIZE_MAX)
         freed_at[op->slot] = i;
     }
-    qsort(al, na, sizeof *al, cmp_alloc_at);
+    if (na) qsort(al, na, sizeof *al, cmp_alloc_at);
   } else {
     na = 0;
   }
