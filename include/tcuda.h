@@ -618,7 +618,9 @@ TCUDA_API tcuda_status tcuda_replay_file_to(const char *trace_path, const tcuda_
  * buffer was full), the state at its first entry is rebuilt from the
  * snapshot's segments; counters that add up from the start (*.allocated,
  * *.freed, num_*) are then null, and peaks are those of the window. A
- * request that fails is an OOM in the stats, not an error. */
+ * request that fails is an OOM in the stats, not an error; opt->on_oom is
+ * called for it with its position among the history's requests (alloc and
+ * oom entries, from 0) in place of a trace line. */
 TCUDA_API tcuda_status tcuda_replay_snapshot_to(const char *snapshot_path, const tcuda_replay_options_t *opt,
                                                 tcuda_status (*write_fn)(void *user, const char *bytes, size_t n),
                                                 void *user);

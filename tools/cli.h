@@ -94,4 +94,6 @@ int cli_alloc_config(const cli_cmd *c, const char *option_value, const char **co
  * fit, on stderr as "tcuda NAME: trace line N: CUDA out of memory. ...".
  * Pass the cli_cmd as user. */
 void cli_print_oom(void *user, unsigned line, const char *message);
+/* The same for a snapshot replay: the request's position in the history. */
+void cli_print_request_oom(void *user, unsigned request, const char *message);
 #endif

@@ -242,6 +242,12 @@ int cli_alloc_config(const cli_cmd *c, const char *option_value, const char **co
   return 0;
 }
 
+void cli_print_request_oom(void *user, unsigned request, const char *message) {
+  const cli_cmd *c = user;
+  char m[1024];
+  fprintf(stderr, "tcuda %s: request %u: %s\n", c->name, request, shown(message, m, sizeof m));
+}
+
 void cli_print_oom(void *user, unsigned line, const char *message) {
   const cli_cmd *c = user;
   char m[1024];

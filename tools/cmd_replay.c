@@ -149,6 +149,8 @@ int cmd_replay(int argc, char **argv) {
     if (trace_only)
       return cli_usage_error(&CMD, "--va, --addresses, --maps and --record-addresses do not apply to a snapshot "
                                    "(it holds its own addresses)");
+    o.on_oom = cli_print_request_oom;
+    o.on_oom_user = (void *)&CMD;
     return replay_snapshot(trace, &o, config);
   }
   if (sim_only && !o.simulate)

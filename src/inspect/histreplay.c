@@ -426,6 +426,7 @@ static tcuda_status run_ops(hr *r, tc_hrun_result *res, const tc_alloc_config *c
       if (op->pool && op->pool <= h->num_pools && op->kind == HOP_ALLOC) s = malloc_in_pool(r, op, &p);
       else s = tc_alloc_malloc(r->a, op->size, op->stream, &p);
       if (s == TCUDA_ERROR_OUT_OF_MEMORY) {
+        if (o->on_oom) o->on_oom(o->oom_user, (unsigned)req, tcuda_last_error());
         tcuda_clear_error();
         s = TCUDA_SUCCESS;
         if (res->first_oom < 0) {

@@ -106,6 +106,9 @@ typedef struct tc_hrun_opts {
   tcuda_status (*checkpoint)(void *user, tc_alloc *a, int last);
   tcuda_status (*on_create)(void *user, tc_alloc *a); /* before the first op */
   void *user;
+  /* each request that fails: its position among the requests, and torch's message */
+  void (*on_oom)(void *user, unsigned request, const char *message);
+  void *oom_user;
   /* series: up to series_points maxima of reserved and allocated bytes */
   int series_points;
 } tc_hrun_opts;

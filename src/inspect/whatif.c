@@ -496,7 +496,7 @@ tcuda_status tcuda_replay_snapshot_to(const char *snapshot_path, const tcuda_rep
   if (!s) {
     tc_hrun_opts ro = {.cfg = &cfg, .exact = given ? 0 : 1, .capacity = opt->capacity,
                        .fraction = opt->memory_fraction, .checkpoint = on_checkpoint, .user = &so,
-                       .on_create = on_create};
+                       .on_create = on_create, .on_oom = opt->on_oom, .oom_user = opt->on_oom_user};
     if (!given) ro.cfg = NULL;
     s = tc_hist_run(F, &h, &ro, &r);
     if (!s) tc_hrun_result_free(&r);
