@@ -11,7 +11,7 @@ Usage:
       --limit, set_per_process_memory_fraction(BYTES / total_memory); print
       {"raised": bool, "num_ooms": n, ...} as one JSON line. An OOM ends the
       run (raised: true): this is how tests/gpu/whatif_torch.sh checks a
-      predicted min_limit
+      predicted min_limit. --snapshot FILE also dumps the run's history
   scripts/record_torch_histories.py --list
       the run names, workloads and configs
 
@@ -243,12 +243,14 @@ WORKLOADS = {"transformer": transformer, "cnn": cnn, "side": side, "graph": grap
 
 # ---------------------------------------------------------------- one process
 
-def child(name, workload, conf, limit, max_entries, stacks, out):
+def child(name, workload, conf, limit, max_entries, stacks, out, snapshot=""):
     import torch
     torch.cuda.init()
     total = torch.cuda.get_device_properties(0).total_memory
     if limit:
         torch.cuda.set_per_process_memory_fraction(limit / total)
+    if snapshot:
+        torch.cuda.memory._record_memory_history(max_entries=1000000, context=None, stacks="python")
     if out:
         torch.cuda.memory._record_memory_history(
             max_entries=max_entries, context="all" if stacks else None, stacks="python")
@@ -272,6 +274,8 @@ def child(name, workload, conf, limit, max_entries, stacks, out):
     except torch.OutOfMemoryError:
         pass
     end = torch.cuda.memory_stats()
+    if snapshot:
+        torch.cuda.memory._dump_snapshot(snapshot)
     if not out:
         print(json.dumps({"raised": raised, "num_ooms": end.get("num_ooms", 0),
                           "peak_reserved": end["reserved_bytes.all.peak"],
@@ -349,12 +353,13 @@ def main(argv):
         ap.add_argument("--run", required=True, choices=sorted(WORKLOADS))
         ap.add_argument("--conf", default="")
         ap.add_argument("--limit", type=int, default=0)
+        ap.add_argument("--snapshot", default="", help="also record the run's history into this pickle")
         a = ap.parse_args(argv)
         if os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") != a.conf:
             env = dict(os.environ)
             env["PYTORCH_CUDA_ALLOC_CONF"] = a.conf
             return subprocess.run([sys.executable, HERE] + argv, env=env).returncode
-        child(a.run, a.run, a.conf, a.limit, 0, False, None)
+        child(a.run, a.run, a.conf, a.limit, 0, False, None, a.snapshot)
         return 0
     if argv[:1] == ["--out"] and len(argv) >= 2:
         record(argv[1], argv[2:])

@@ -53,7 +53,7 @@ typedef struct row {
   char config[512];
   const char *source;
   tc_alloc_config cfg;
-  int exact; /* the recorded row follows torch's addresses */
+  int exact; /* follow torch's recorded addresses while the replay makes the same requests */
   tc_hrun_result res;
   int have_min;
   uint64_t min_limit;
@@ -307,6 +307,7 @@ static tcuda_status add_row(const char *F, row *rows, size_t *n, const char *con
     return tc_error(TCUDA_ERROR_CONFIG, "%s: config %zu is too long (%zu bytes)", F, *n, strlen(conf));
   snprintf(w->config, sizeof w->config, "%s", conf);
   w->source = source;
+  w->exact = 1;
   char src[96];
   snprintf(src, sizeof src, "%s: configs[%zu]", F, *n ? *n - 1 : 0);
   tc_alloc_config_default(&w->cfg);

@@ -18,8 +18,10 @@ if ! python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else
   exit 77
 fi
 fail=0
-# name, workload, config of the row to check
+# name, workload, config of the row to check (the recorded row when it is
+# the snapshot's own config, otherwise a prediction for another config)
 for spec in "tf_default transformer " "tf_default transformer expandable_segments:True" \
+            "tf_default transformer roundup_power2_divisions:2" "tf_default transformer max_split_size_mb:64" \
             "tf_expandable transformer expandable_segments:True"; do
   set -- $spec
   name=$1 workload=$2 conf=${3:-}
@@ -33,7 +35,7 @@ import json, sys
 doc = json.load(open(sys.argv[1]))
 conf = sys.argv[2]
 rows = [r for r in doc["configs"] if r["config"] == conf]
-print(rows[-1]["min_limit"] if rows and rows[-1]["min_limit"] else "")
+print(rows[0]["min_limit"] if rows and rows[0]["min_limit"] else "")
 PY
 )
   if [ -z "$lim" ]; then echo "FAIL: $name '$conf': no min_limit"; fail=1; continue; fi
