@@ -78,15 +78,18 @@ static tc_pv *node(jr *r, tc_pv_kind kind) {
   return v;
 }
 
-static tcuda_status push(jr *r, tc_pv *v) {
+static tcuda_status grow_stack(jr *r) {
+  size_t cap = r->scap ? r->scap * 2 : 256;
+  tc_pv **s = realloc(r->stack, cap * sizeof *s);
+  if (!s) return oom(r);
+  r->stack = s;
+  r->scap = cap;
+  return TCUDA_SUCCESS;
+}
+
+static inline tcuda_status push(jr *r, tc_pv *v) {
   if (!v) return oom(r);
-  if (r->sn == r->scap) {
-    size_t cap = r->scap ? r->scap * 2 : 256;
-    tc_pv **s = realloc(r->stack, cap * sizeof *s);
-    if (!s) return oom(r);
-    r->stack = s;
-    r->scap = cap;
-  }
+  if (r->sn == r->scap && grow_stack(r)) return TCUDA_ERROR_HOST_OUT_OF_MEMORY;
   r->stack[r->sn++] = v;
   return TCUDA_SUCCESS;
 }
@@ -369,7 +372,8 @@ tcuda_status tc_pv_json(const char *func, const void *data, size_t len, tc_arena
   r->len = len;
   r->ar = ar;
   tc_pv *top = NULL;
-  tcuda_status s = run(r, &top);
+  tcuda_status s = grow_stack(r);
+  if (!s) s = run(r, &top);
   if (!s) *out = top;
   free(r->stack);
   free(r);

@@ -21,8 +21,9 @@
  * into a list, SETITEM(S) only into a dict, every operand above the newest
  * MARK, no MARK left open at STOP. Bytes after STOP are ignored, as
  * pickle.loads does. The memo is an array indexed by memo number; a number
- * may not exceed the count of values read so far (Python's pickler numbers
- * the memo densely from 0), so a hostile index cannot make it large. */
+ * may not exceed the count of values and memo stores read so far (Python's
+ * pickler numbers the memo densely from 0), so its size stays proportional
+ * to the input and a hostile index cannot make it large. */
 #include "pyval.h"
 #include "core/error.h"
 #include <stdio.h>
@@ -73,7 +74,7 @@ typedef struct up {
   int nmarks;
   tc_pv **memo;
   size_t memo_cap, memo_count; /* slots; indexes stored (MEMOIZE's next index) */
-  uint64_t nvalues;            /* values read so far: the bound on memo indexes */
+  uint64_t nvalues, nputs;     /* values and memo stores so far: bound memo indexes */
   tc_pv *pool;                 /* nodes handed out in blocks: fewer arena calls */
   size_t pool_left;
   tc_pv *none_, *true_, *false_;
@@ -223,12 +224,13 @@ static tcuda_status extend_mark(up *u, tc_pv_kind kind) {
 static tcuda_status memo_put(up *u, uint64_t idx) {
   tcuda_status s = operands(u, 1);
   if (s) return s;
-  if (idx > u->nvalues) {
+  if (idx > u->nvalues + u->nputs) {
     char m[128];
-    snprintf(m, sizeof m, "memo index %llu is beyond the %llu values read so far", (unsigned long long)idx,
-             (unsigned long long)u->nvalues);
+    snprintf(m, sizeof m, "memo index %llu is beyond the %llu values and memo stores read so far",
+             (unsigned long long)idx, (unsigned long long)(u->nvalues + u->nputs));
     return bad(u, m);
   }
+  u->nputs++;
   if (idx >= u->memo_cap) {
     size_t cap = u->memo_cap ? u->memo_cap : 1024;
     while (cap <= idx) cap *= 2;
@@ -492,7 +494,8 @@ tcuda_status tc_pv_unpickle(const char *func, const void *data, size_t len, tc_a
   u->len = len;
   u->ar = ar;
   tc_pv *top = NULL;
-  tcuda_status s = run(u, &top);
+  tcuda_status s = grow_stack(u); /* never NULL, even for an empty MARK */
+  if (!s) s = run(u, &top);
   if (!s) *out = top;
   free(u->stack);
   free(u->memo);

@@ -27,13 +27,13 @@ if ! cmake -S "$src" -B "$bld" ${gen[@]+"${gen[@]}"} -DCMAKE_C_COMPILER="$cc" -D
      -DTCUDA_BUILD_BENCH=OFF > "$probe/cfg.log" 2>&1; then
   echo "FAIL: configure"; tail -30 "$probe/cfg.log"; exit 1
 fi
-if ! cmake --build "$bld" --target fuzz_trace fuzz_config fuzz_addresses fuzz_ipc_handle -j 2 > "$probe/build.log" 2>&1; then
+if ! cmake --build "$bld" --target fuzz_trace fuzz_config fuzz_addresses fuzz_ipc_handle fuzz_unpickle -j 2 > "$probe/build.log" 2>&1; then
   echo "FAIL: build"; tail -40 "$probe/build.log"; exit 1
 fi
 echo "built in $((SECONDS - start)) s"
 
 # seed corpora: byte 0 selects the config, the rest is the trace
-mkdir -p "$probe/trace" "$probe/config" "$probe/addresses" "$probe/ipc_handle"
+mkdir -p "$probe/trace" "$probe/config" "$probe/addresses" "$probe/ipc_handle" "$probe/pickle"
 i=0
 for t in "$src"/tests/data/replay/*.trace "$src"/tests/data/torch/*.trace; do
   [ -f "$t" ] || continue
@@ -49,11 +49,24 @@ for c in "max_split_size_mb:64" "roundup_power2_divisions:[64:8,256:4,>:1]" "exp
          "max_non_split_rounding_mb:40,release_lock_on_cudamalloc:True"; do
   printf '%s' "$c" > "$probe/config/c$n"; n=$((n + 1))
 done
+# the snapshot readers: torch's recorded snapshots (the small ones) and a
+# few small pickles and JSON documents written here
+for t in "$src"/tests/data/whatif/*.pickle; do
+  [ -f "$t" ] || continue
+  [ "$(wc -c < "$t")" -le 60000 ] || continue
+  cp "$t" "$probe/pickle/$(basename "$t")"
+done
+printf '\200\004}(\214\001a]K\001aK\002\212\001\377G?\370\000\000\000\000\000\000\210\211N\206\224h\000u.' > "$probe/pickle/p_small"
+printf '\200\002(X\002\000\000\000hiq\000C\001xq\001)\205r\002\000\000\000j\001\000\000\000l.' > "$probe/pickle/p_memo"
+printf '{"segments": [{"address": 1, "blocks": [[1, 2.5e3], "x\\u00e9\\ud83d\\ude00", true, null]}]}' > "$probe/pickle/j_small"
+printf '[NaN, -Infinity, -0, 9223372036854775808, {"a": {}}, "\\n\\"", 1e-7]' > "$probe/pickle/j_values"
 
 fail=0
-for f in fuzz_trace fuzz_config fuzz_addresses fuzz_ipc_handle; do
-  corpus="$probe/${f#fuzz_}"
-  kept="$src/tests/fuzz/corpus/${f#fuzz_}"
+for f in fuzz_trace fuzz_config fuzz_addresses fuzz_ipc_handle fuzz_unpickle; do
+  name=${f#fuzz_}
+  [ "$name" = unpickle ] && name=pickle
+  corpus="$probe/$name"
+  kept="$src/tests/fuzz/corpus/$name"
   kept_dirs=()
   # each committed input once, by name, so a regression says which one
   for k in "$kept"/*; do

@@ -315,6 +315,11 @@ static void test_stack_discipline(void) {
   /* POP removes a MARK with nothing above it, DUP copies, POP_MARK drops */
   CHECK_OK(parse(LIT("\x80\x04K\x07(\x30\x32(KaKb\x31\x86."), &v));
   CHECK(v && v->kind == TC_PV_TUPLE && v->n == 2 && item(v, 0) == item(v, 1) && int_of(item(v, 0)) == 7);
+  /* a container from a MARK on the empty stack (the stack array is never NULL) */
+  CHECK_OK(parse(LIT("\x80\x04(t."), &v));
+  CHECK(v && v->kind == TC_PV_TUPLE && v->n == 0);
+  CHECK_OK(parse(LIT("\x80\x04(d."), &v));
+  CHECK(v && v->kind == TC_PV_DICT && v->n == 0);
   /* bytes after STOP are ignored, as pickle.loads does */
   CHECK_OK(parse(LIT("\x80\x04K\x05.\xff\xff garbage"), &v));
   CHECK_EQ_INT(int_of(v), 5);
@@ -339,7 +344,11 @@ static void test_memo_bounds(void) {
   CHECK_ERR(parse(LIT("\x80\x04j\xff\xff\xff\xff."), &v), TCUDA_ERROR_PARSE, "memo index 4294967295 was never stored");
   /* a hostile index is refused, not allocated */
   CHECK_ERR(parse(LIT("\x80\x04Nr\xff\xff\xff\xff."), &v), TCUDA_ERROR_PARSE,
-            "LONG_BINPUT at offset 3: memo index 4294967295 is beyond the 1 values read so far");
+            "LONG_BINPUT at offset 3: memo index 4294967295 is beyond the 1 values and memo stores read so");
+  CHECK_ERR(parse(LIT("\x80\x04N\x94q\x03."), &v), TCUDA_ERROR_PARSE, "memo index 3 is beyond the 2 values");
+  /* one value memoized again and again, as Python allows */
+  CHECK_OK(parse(LIT("\x80\x04K\x09\x94\x94\x94\x94\x94\x30h\x04."), &v));
+  CHECK_EQ_INT(int_of(v), 9);
   CHECK_ERR(parse(LIT("\x80\x04q\x00."), &v), TCUDA_ERROR_PARSE, "BINPUT at offset 2: needs 1 value");
   /* puts out of order, overwrites, then MEMOIZE at the memo's size */
   CHECK_OK(parse(LIT("\x80\x04(K\x01q\x01K\x02q\x00K\x03q\x01\x94h\x01h\x00h\x02l."), &v));
