@@ -275,25 +275,32 @@ static tcuda_status long_n(up *u, uint64_t n) {
   return push_new(u, x);
 }
 
-/* STR or BYTES of n bytes at pos */
+/* STR or BYTES of n bytes at pos. Python writes a str's lone surrogates
+ * (file names decoded with surrogateescape, say) as three bytes that are
+ * not UTF-8; they become U+FFFD, three bytes too, so that such a snapshot
+ * still reads. Any other invalid UTF-8 is refused. */
 static tcuda_status text(up *u, uint64_t n, tc_pv_kind kind) {
   tcuda_status s = need(u, n);
   if (s) return s;
   if (n > UINT32_MAX - 1) return bad(u, "a string or bytes of 4 GiB or more");
   const unsigned char *p = u->d + u->pos;
-  if (kind == TC_PV_STR) {
-    size_t ok = tc_pv_utf8_valid(p, (size_t)n);
-    if (ok != n) {
-      char m[80];
-      snprintf(m, sizeof m, "invalid UTF-8 at byte offset %zu", u->pos + ok);
-      return bad(u, m);
-    }
-  }
   tc_pv *x = node(u, kind);
-  char *t = x ? tc_arena_alloc(u->ar, (size_t)n + 1) : NULL; /* zeroed: NUL-terminated */
+  unsigned char *t = x ? tc_arena_alloc(u->ar, (size_t)n + 1) : NULL; /* zeroed: NUL-terminated */
   if (!t) return oom(u);
   memcpy(t, p, (size_t)n);
-  x->u.s = t;
+  for (size_t i = 0; kind == TC_PV_STR && i < n;) {
+    i += tc_pv_utf8_valid(t + i, (size_t)n - i);
+    if (i == n) break;
+    if (n - i >= 3 && t[i] == 0xed && t[i + 1] >= 0xa0 && t[i + 1] <= 0xbf && (t[i + 2] & 0xc0) == 0x80) {
+      t[i] = 0xef, t[i + 1] = 0xbf, t[i + 2] = 0xbd;
+      i += 3;
+      continue;
+    }
+    char m[80];
+    snprintf(m, sizeof m, "invalid UTF-8 at byte offset %zu", u->pos + i);
+    return bad(u, m);
+  }
+  x->u.s = (const char *)t;
   x->n = (uint32_t)n;
   u->pos += n;
   return push_new(u, x);

@@ -27,13 +27,13 @@ if ! cmake -S "$src" -B "$bld" ${gen[@]+"${gen[@]}"} -DCMAKE_C_COMPILER="$cc" -D
      -DTCUDA_BUILD_BENCH=OFF > "$probe/cfg.log" 2>&1; then
   echo "FAIL: configure"; tail -30 "$probe/cfg.log"; exit 1
 fi
-if ! cmake --build "$bld" --target fuzz_trace fuzz_config fuzz_addresses fuzz_ipc_handle fuzz_unpickle -j 2 > "$probe/build.log" 2>&1; then
+if ! cmake --build "$bld" --target fuzz_trace fuzz_config fuzz_addresses fuzz_ipc_handle fuzz_unpickle fuzz_snapshot -j 2 > "$probe/build.log" 2>&1; then
   echo "FAIL: build"; tail -40 "$probe/build.log"; exit 1
 fi
 echo "built in $((SECONDS - start)) s"
 
 # seed corpora: byte 0 selects the config, the rest is the trace
-mkdir -p "$probe/trace" "$probe/config" "$probe/addresses" "$probe/ipc_handle" "$probe/pickle"
+mkdir -p "$probe/trace" "$probe/config" "$probe/addresses" "$probe/ipc_handle" "$probe/pickle" "$probe/snapshot"
 i=0
 for t in "$src"/tests/data/replay/*.trace "$src"/tests/data/torch/*.trace; do
   [ -f "$t" ] || continue
@@ -60,9 +60,13 @@ printf '\200\004}(\214\001a]K\001aK\002\212\001\377G?\370\000\000\000\000\000\00
 printf '\200\002(X\002\000\000\000hiq\000C\001xq\001)\205r\002\000\000\000j\001\000\000\000l.' > "$probe/pickle/p_memo"
 printf '{"segments": [{"address": 1, "blocks": [[1, 2.5e3], "x\\u00e9\\ud83d\\ude00", true, null]}]}' > "$probe/pickle/j_small"
 printf '[NaN, -Infinity, -0, 9223372036854775808, {"a": {}}, "\\n\\"", 1e-7]' > "$probe/pickle/j_values"
+# whole snapshots for the what-if path: the small recorded ones
+for t in "$src"/tests/data/whatif/*.pickle; do
+  [ -f "$t" ] && [ "$(wc -c < "$t")" -le 20000 ] && cp "$t" "$probe/snapshot/$(basename "$t")"
+done
 
 fail=0
-for f in fuzz_trace fuzz_config fuzz_addresses fuzz_ipc_handle fuzz_unpickle; do
+for f in fuzz_trace fuzz_config fuzz_addresses fuzz_ipc_handle fuzz_unpickle fuzz_snapshot; do
   name=${f#fuzz_}
   [ "$name" = unpickle ] && name=pickle
   corpus="$probe/$name"

@@ -379,7 +379,7 @@ static void test_mark_depth_limit(void) {
 
 static void test_pickle_utf8(void) {
   static const struct { const char *s; size_t n; } bad[] = {
-      {"\xc3\x28", 2}, {"\xc0\x80", 2}, {"\xed\xa0\x80", 3}, {"\xf4\x90\x80\x80", 4},
+      {"\xc3\x28", 2}, {"\xc0\x80", 2}, {"\xed\xa0", 2}, {"\xf4\x90\x80\x80", 4},
       {"a\xe4\xb8", 3}, {"\xff", 1}, {"\x80", 1}, {"\xf8\x88\x80\x80\x80", 5},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -398,6 +398,9 @@ static void test_pickle_utf8(void) {
   CHECK(v && v->kind == TC_PV_BYTES);
   CHECK_OK(parse(LIT("\x80\x04\x8c\x05\xf4\x8f\xbf\xbf\x00."), &v));
   CHECK(v && v->kind == TC_PV_STR && v->n == 5 && v->u.s[5] == 0);
+  /* a lone surrogate, as python3's pickle.dumps('a\udc80', 4) writes it, reads as U+FFFD */
+  CHECK_OK(parse(LIT("\x80\x04\x95\x08\x00\x00\x00\x00\x00\x00\x00\x8c\x04" "a\xed\xb2\x80\x94."), &v));
+  CHECK(v && v->kind == TC_PV_STR && v->n == 4 && !memcmp(v->u.s, "a\xef\xbf\xbd", 4));
   done();
 }
 
