@@ -248,16 +248,22 @@ static tcuda_status seed(hr *r) {
   size_t ngaps = 0, capg = 0;
   for (size_t k = 0; k < h->num_segs && !s; k++) {
     const tc_hseg *sg = &h->segs[k];
-    const tc_hblock *b = &h->blocks[sg->first_block];
-    if (r->o->exact && !sg->expandable) {
+    const tc_hblock *b = h->blocks ? h->blocks + sg->first_block : NULL; /* NULL when num_blocks is 0 */
+    const tc_alloc_config *cfg = r->o->cfg ? r->o->cfg : &h->cfg;
+    uint64_t req = sg->small ? TC_SMALL_SIZE : sg->size;
+    /* the segment can be remade only if one request of its pool makes exactly it */
+    int remake = r->o->exact && !sg->expandable && tc_alloc_segment_size(tc_alloc_round_size(cfg, req)) == sg->size &&
+                 (!sg->small || sg->size == TC_SMALL_BUFFER);
+    if (remake && tc_backend_sim_place_next(r->sim, sg->addr, sg->size)) remake = 0;
+    if (!remake) r->diverged += r->o->exact != 0;
+    if (remake) {
       /* the whole segment as one block, freed: the pool then holds it alone on its stream */
       uint64_t whole = 0;
-      uint64_t req = sg->small ? TC_SMALL_SIZE : sg->size;
-      if (tc_backend_sim_place_next(r->sim, sg->addr, sg->size)) { r->diverged++; continue; }
       int follow = r->follow_segs;
       r->follow_segs = 0;
       s = tc_alloc_malloc(r->a, req, sg->stream, &whole);
       r->follow_segs = follow;
+      tc_backend_sim_place_cancel(r->sim); /* not taken if a cached block served it */
       if (s) break;
       uint64_t got_seg = 0, got_size = 0, bs, bz;
       tc_alloc_block_info(r->a, whole, &bs, &bz, &got_seg, &got_size);

@@ -363,10 +363,13 @@ static tcuda_status read_settings(const char *func, const tc_pv *set, tc_hist *h
   const char *sep = "";
   int64_t v;
   double d;
-  if (set && set->kind != TC_PV_DICT)
+  if (set && set->kind != TC_PV_DICT) {
+    tc_sbuf_free(&b);
     return tc_error(TCUDA_ERROR_PARSE, "%s: 'allocator_settings' is not a dict", func);
+  }
   if (tc_pv_as_int(tc_pv_get(set, "max_split_size"), &v) && v > 0) {
     if (v % (int64_t)MIB) {
+      tc_sbuf_free(&b);
       return tc_error(TCUDA_ERROR_PARSE, "%s: allocator_settings: max_split_size %lld is not a whole number of MiB",
                       func, (long long)v);
     }
@@ -400,8 +403,10 @@ static tcuda_status read_settings(const char *func, const tc_pv *set, tc_hist *h
       errno = 0;
       unsigned long mb = key ? strtoul(key, &end, 10) : 0;
       if (!key || errno || *end || !mb || (mb & (mb - 1)) || !tc_pv_as_int(rp->u.items[2 * k + 1], &dv) || dv < 0 ||
-          dv > (1 << 30))
+          dv > (1 << 30)) {
+        tc_sbuf_free(&b);
         return tc_error(TCUDA_ERROR_PARSE, "%s: allocator_settings: roundup_power2_divisions has a bad entry", func);
+      }
       int slot = 0;
       while ((1ul << slot) < mb) slot++;
       if (slot < TC_ROUNDUP_SLOTS) {

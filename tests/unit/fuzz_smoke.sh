@@ -6,6 +6,8 @@
 # traces and some configs. SKIPPED (77) when clang cannot build a libFuzzer
 # binary here.
 set -u
+# undefined behaviour stops a target (by default UBSan reports and goes on)
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
 src="${TCUDA_SOURCE_DIR:?}"
 secs="${TCUDA_FUZZ_SECONDS:-30}"
 cc="${TCUDA_FUZZ_CC:-clang}"
