@@ -6,16 +6,17 @@ Usage: bench/whatif_gen.py OUT.pickle [--entries N] [--seed S] [--layers L]
 Writes what torch.cuda.memory._dump_snapshot() writes (pickle protocol 4 of
 the dict {'segments', 'device_traces', 'allocator_settings',
 'external_annotations'}, with torch 2.11's default allocator_settings) for
-one device, about N trace entries long (default 1,000,000), with no stack
-frames. Same seed, same file. Nothing here needs torch or a GPU.
+one device, at least N trace entries long (default 1,000,000; the last
+step ends a few thousand past N), with no stack frames. Same seed, same
+file. Nothing here needs torch or a GPU.
 
 The program it describes: a decoder-only transformer (L layers of width
 2048, 16 heads, vocabulary 32000, bf16, batch 8) trained with Adam:
 
   * parameters allocated once at the start (weights, biases, layer norms,
     embedding and head);
-  * then steps until the history is about N entries long. Each step draws
-    its sequence length (256 to 2048 in steps of 128), so activation sizes
+  * then steps until the history is N entries long. Each step draws its
+    sequence length (256 to 2048 in steps of 128), so activation sizes
     change from step to step:
       - the batch's token ids and labels on a side stream (the loader's);
       - forward, layer by layer: activations kept for backward (layer norm
@@ -406,13 +407,8 @@ def generate(entries, seed, layers):
     clock = Clock(rng)
     a = Allocator(out, clock)
     m = Model(layers, rng, a, clock)
-    per_step = 0
-    while True:
-        before = len(out)
+    while len(out) < entries:
         m.step()
-        per_step = len(out) - before
-        if len(out) + per_step > entries:
-            break
     a.snapshot_entry()
     return {
         "segments": a.segments(),
@@ -425,7 +421,7 @@ def generate(entries, seed, layers):
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out")
-    ap.add_argument("--entries", type=int, default=1000000, help="about how many trace entries (default 1000000)")
+    ap.add_argument("--entries", type=int, default=1000000, help="at least this many trace entries (default 1000000)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--layers", type=int, default=24, help="transformer layers (default 24)")
     args = ap.parse_args(argv)
