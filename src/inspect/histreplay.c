@@ -23,6 +23,7 @@ typedef struct {
   uint64_t addr, size;
 } range;
 
+struct hr;
 typedef struct hr {
   const char *func;
   tc_hist *h;
@@ -44,6 +45,13 @@ typedef struct hr {
   int seg_alloc_since_free;
   uint64_t segment_calls;
   size_t diverged;
+  /* private pools: routing is on only around an allocation that goes there */
+  struct route {
+    struct hr *r;
+    uint16_t pool;
+  } *routes;
+  unsigned char *pool_made;
+  uint16_t route_now;
 } hr;
 
 /* ---- the backend: the simulator, placed as torch was, with events that
@@ -176,6 +184,34 @@ static tcuda_status w_mem_info(void *c, int dev, uint64_t *fr, uint64_t *tot) {
   return r->sim->mem_info(r->sim->ctx, dev, fr, tot);
 }
 
+/* ---- private pools ---- */
+
+static int route_filter(void *ctx, uint64_t stream) {
+  (void)stream;
+  const struct route *rt = ctx;
+  return rt->r->route_now == rt->pool;
+}
+
+/* An allocation torch routed to a graph's private pool: route it there
+ * alone. The pool's first use stands for its graph and is kept; later ones
+ * are given back at once. Routing is off otherwise, since the allocator
+ * does not process events while a capture is underway. */
+static tcuda_status malloc_in_pool(hr *r, const tc_hop *op, uint64_t *p) {
+  const uint64_t *id = r->h->pool_ids[op->pool - 1];
+  struct route *rt = &r->routes[op->pool - 1];
+  rt->r = r;
+  rt->pool = op->pool;
+  tcuda_status s = tc_alloc_begin_allocate_to_pool(r->a, id, route_filter, rt);
+  if (s) return s;
+  r->route_now = op->pool;
+  tcuda_status m = tc_alloc_malloc(r->a, op->size, op->stream, p);
+  r->route_now = 0;
+  if ((s = tc_alloc_end_allocate_to_pool(r->a, id))) return s;
+  if (r->pool_made[op->pool - 1] && (s = tc_alloc_release_pool(r->a, id))) return s;
+  r->pool_made[op->pool - 1] = 1;
+  return m;
+}
+
 /* ---- setup ---- */
 
 static tcuda_status oom(const char *func) { return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func); }
@@ -234,9 +270,11 @@ static tcuda_status seed(hr *r) {
       uint64_t at = sg->addr;
       for (size_t j = 0; j <= sg->num_blocks && !s; j++) {
         uint64_t next = j < sg->num_blocks ? b[j].addr : sg->addr + sg->size;
-        if (next > at) { /* a free gap: hold it while carving */
-          uint64_t g = 0;
-          if (!(s = tc_alloc_malloc(r->a, next - at, sg->stream, &g))) {
+        while (next > at && !s) { /* a free gap: hold it while carving, in pieces its pool takes */
+          uint64_t g = 0, piece = next - at;
+          if (sg->small && piece > TC_SMALL_SIZE) piece = TC_SMALL_SIZE;
+          at += piece;
+          if (!(s = tc_alloc_malloc(r->a, piece, sg->stream, &g))) {
             if (ngaps == capg) {
               size_t nc = capg ? capg * 2 : 64;
               uint64_t *ng = realloc(gaps, nc * sizeof *ng);
@@ -347,6 +385,7 @@ static tcuda_status run_ops(hr *r, tc_hrun_result *res, const tc_alloc_config *c
   series_state ss = {0};
   tcuda_status s = series_init(r, res, &ss);
   size_t req = 0;
+  int empty_since_alloc = 0;
   for (size_t i = 0; i < h->num_ops && !s; i++) {
     tc_hop *op = &h->ops[i];
     if (o->exact == 1) {
@@ -371,8 +410,9 @@ static tcuda_status run_ops(hr *r, tc_hrun_result *res, const tc_alloc_config *c
         }
       }
     }
-    if (op->flags & HOP_F_EMPTY_BEFORE) {
+    if ((op->flags & HOP_F_EMPTY_BEFORE) || ((op->flags & HOP_F_CAPTURE) && !empty_since_alloc)) {
       if ((s = tc_alloc_empty_cache(r->a))) break;
+      empty_since_alloc = 1;
       if (o->exact == 1 && r->npend) { /* frees that neither the policy nor empty_cache explain */
         r->diverged += r->npend;
         r->npend = 0;
@@ -382,7 +422,9 @@ static tcuda_status run_ops(hr *r, tc_hrun_result *res, const tc_alloc_config *c
     case HOP_ALLOC:
     case HOP_OOM: {
       uint64_t p = 0;
-      s = tc_alloc_malloc(r->a, op->size, op->stream, &p);
+      empty_since_alloc = 0;
+      if (op->pool && op->pool <= h->num_pools && op->kind == HOP_ALLOC) s = malloc_in_pool(r, op, &p);
+      else s = tc_alloc_malloc(r->a, op->size, op->stream, &p);
       if (s == TCUDA_ERROR_OUT_OF_MEMORY) {
         tcuda_clear_error();
         s = TCUDA_SUCCESS;
@@ -461,7 +503,9 @@ tcuda_status tc_hist_run(const char *func, tc_hist *h, const tc_hrun_opts *o, tc
   if (!s) {
     r.addr = calloc(h->num_slots ? h->num_slots : 1, sizeof *r.addr);
     r.done = calloc(h->num_slots ? h->num_slots : 1, 1);
-    if (!r.addr || !r.done) s = oom(func);
+    r.routes = calloc(h->num_pools ? h->num_pools : 1, sizeof *r.routes);
+    r.pool_made = calloc(h->num_pools ? h->num_pools : 1, 1);
+    if (!r.addr || !r.done || !r.routes || !r.pool_made) s = oom(func);
   }
   if (!s) {
     r.be = (tc_backend){.name = "sim", .ctx = &r, .segment_alloc = w_segment_alloc, .segment_free = w_segment_free,
@@ -500,6 +544,8 @@ tcuda_status tc_hist_run(const char *func, tc_hist *h, const tc_hrun_opts *o, tc
   if (r.sim) tc_backend_sim_destroy(r.sim);
   free(r.addr);
   free(r.done);
+  free(r.routes);
+  free(r.pool_made);
   free(r.segs);
   free(r.maps);
   free(r.pend);

@@ -64,4 +64,16 @@ const char *tc_pv_as_str(const tc_pv *v);
 /* LIST or TUPLE: its n and items, 1; else 0. */
 int tc_pv_as_seq(const tc_pv *v, tc_pv *const **items, size_t *n);
 
+/* ---- shared by the readers (pyval.c, unpickle.c, jsonread.c) ---- */
+/* The length of the longest valid UTF-8 prefix of p[0..n) (RFC 3629: no
+ * overlong forms, surrogates or code points past U+10FFFF); n when all of
+ * it is valid. */
+size_t tc_pv_utf8_valid(const unsigned char *p, size_t n);
+/* Item slots (pairs for a DICT) that a LIST or DICT of n items has room
+ * for: a power of two from 4, so appends reallocate O(log n) times. */
+static inline size_t tc_pv_cap(size_t n) {
+  if (n <= 4) return n ? 4 : 0;
+  return (size_t)1 << (64 - __builtin_clzll((unsigned long long)(n - 1)));
+}
+
 #endif

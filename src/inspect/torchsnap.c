@@ -117,8 +117,15 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem) {
 /* ---- reading fields ---- */
 
 typedef struct {
+  uint64_t addr, size;
+  uint16_t pool;
+} pseg;
+
+typedef struct {
   const char *func;
   tc_hist *h;
+  pseg *psegs; /* segments of private pools, from the snapshot */
+  size_t npsegs, cap_psegs;
   size_t cap_ops, cap_req, cap_frames, cap_segs, cap_blocks;
   amap live;   /* block address -> slot (bit 31 of nothing: pending frees live here too) */
   amap segseen; /* segment address -> 1: a segment entry for it was seen */
@@ -352,6 +359,7 @@ static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, 
 
 static tcuda_status read_settings(const char *func, const tc_pv *set, tc_hist *h) {
   tc_sbuf b = {0};
+  tc_sbuf_put(&b, "", 0); /* "" when nothing is set */
   const char *sep = "";
   int64_t v;
   double d;
@@ -436,6 +444,44 @@ static int cmp_seg(const void *a, const void *b) {
   return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
+/* A segment of a CUDA graph's private pool: the window's allocations that
+ * land in it were routed there. */
+static tcuda_status add_pool_segment(conv *c, uint64_t addr, uint64_t size, uint64_t p0, uint64_t p1) {
+  tc_hist *h = c->h;
+  size_t k = 0;
+  while (k < h->num_pools && !(h->pool_ids[k][0] == p0 && h->pool_ids[k][1] == p1)) k++;
+  if (k == h->num_pools) {
+    if (h->num_pools >= 1024) return TCUDA_SUCCESS;
+    void *np = realloc(h->pool_ids, (h->num_pools + 1) * sizeof *h->pool_ids);
+    if (!np) return oom(c->func);
+    h->pool_ids = np;
+    h->pool_ids[h->num_pools][0] = p0;
+    h->pool_ids[h->num_pools][1] = p1;
+    h->num_pools++;
+  }
+  if (!grow((void **)&c->psegs, &c->cap_psegs, c->npsegs + 1, sizeof *c->psegs)) return oom(c->func);
+  c->psegs[c->npsegs++] = (pseg){addr, size, (uint16_t)(k + 1)};
+  h->has_private_pools = 1;
+  return TCUDA_SUCCESS;
+}
+
+static void route_pools(conv *c) {
+  tc_hist *h = c->h;
+  if (!c->npsegs) return;
+  unsigned char seen[1025] = {0};
+  for (size_t i = 0; i < h->num_ops; i++) {
+    tc_hop *op = &h->ops[i];
+    if (op->kind != HOP_ALLOC) continue;
+    for (size_t k = 0; k < c->npsegs; k++)
+      if (op->addr >= c->psegs[k].addr && op->addr - c->psegs[k].addr < c->psegs[k].size) {
+        op->pool = c->psegs[k].pool;
+        if (!seen[op->pool]) op->flags |= HOP_F_CAPTURE;
+        seen[op->pool] = 1;
+        break;
+      }
+  }
+}
+
 static tcuda_status read_segments(conv *c, const tc_pv *segs) {
   tc_hist *h = c->h;
   tc_pv *const *it;
@@ -455,8 +501,10 @@ static tcuda_status read_segments(conv *c, const tc_pv *segs) {
     tc_pv *const *pi;
     size_t pn;
     int64_t p0 = 0, p1 = 0;
-    if (tc_pv_as_seq(pid, &pi, &pn) && pn == 2 && tc_pv_as_int(pi[0], &p0) && tc_pv_as_int(pi[1], &p1) && (p0 || p1))
-      h->has_private_pools = 1;
+    if (tc_pv_as_seq(pid, &pi, &pn) && pn == 2 && tc_pv_as_int(pi[0], &p0) && tc_pv_as_int(pi[1], &p1) && (p0 || p1)) {
+      tcuda_status s = add_pool_segment(c, addr, size, (uint64_t)p0, (uint64_t)p1);
+      if (s) return s;
+    }
     if (amap_find(&c->segseen, addr)) continue; /* the window made or freed it */
     int64_t stream = 0, exp = 0;
     tc_pv_as_int(tc_pv_get(sg, "stream"), &stream);
@@ -488,12 +536,42 @@ static tcuda_status read_segments(conv *c, const tc_pv *segs) {
   return TCUDA_SUCCESS;
 }
 
-/* Blocks into their segments, sizes estimated for those the window frees
- * (their entries give only the requested size): up to the next live block,
- * unless torch would have split the rest off. */
+typedef struct {
+  uint64_t addr;
+  size_t op;
+} alloc_at;
+static int cmp_alloc_at(const void *a, const void *b) {
+  const alloc_at *x = a, *y = b;
+  return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* Blocks into their segments, with sizes estimated for those the window
+ * frees (their entries give only the requested size). A block ends at the
+ * rounded request, unless what lies between there and the next thing known
+ * to be there is too small to be a free block of its pool (torch then gave
+ * it to the block). The next thing known is the next live block, the
+ * segment's end, or an allocation the window makes there while the block is
+ * still live. */
 static void place_blocks(tc_hist *h) {
   qsort(h->segs, h->num_segs, sizeof *h->segs, cmp_seg);
   qsort(h->blocks, h->num_blocks, sizeof *h->blocks, cmp_block);
+  /* allocations of the window by address, and when each slot is freed */
+  size_t na = 0;
+  alloc_at *al = malloc((h->num_ops ? h->num_ops : 1) * sizeof *al);
+  size_t *freed_at = malloc((h->num_slots ? h->num_slots : 1) * sizeof *freed_at);
+  if (al && freed_at) {
+    for (size_t i = 0; i < h->num_slots; i++) freed_at[i] = SIZE_MAX;
+    for (size_t i = 0; i < h->num_ops; i++) {
+      const tc_hop *op = &h->ops[i];
+      if (op->kind == HOP_ALLOC) al[na++] = (alloc_at){op->addr, i};
+      else if ((op->kind == HOP_FREE || op->kind == HOP_FREE_REQ || op->kind == HOP_FREE_DONE) &&
+               op->slot < h->num_slots && freed_at[op->slot] == SIZE_MAX)
+        freed_at[op->slot] = i;
+    }
+    qsort(al, na, sizeof *al, cmp_alloc_at);
+  } else {
+    na = 0;
+  }
   size_t b = 0, out = 0;
   for (size_t s = 0; s < h->num_segs; s++) {
     tc_hseg *sg = &h->segs[s];
@@ -501,8 +579,23 @@ static void place_blocks(tc_hist *h) {
     sg->first_block = out;
     while (b < h->num_blocks && h->blocks[b].addr < sg->addr + sg->size) {
       tc_hblock bk = h->blocks[b++];
-      uint64_t end = b < h->num_blocks && h->blocks[b].addr < sg->addr + sg->size ? h->blocks[b].addr
-                                                                                  : sg->addr + sg->size;
+      uint64_t seg_end = sg->addr + sg->size;
+      uint64_t end = b < h->num_blocks && h->blocks[b].addr < seg_end ? h->blocks[b].addr : seg_end;
+      if (!bk.size && na && freed_at && bk.slot < h->num_slots) {
+        /* the first allocation above it, made while it lives */
+        size_t lo = 0, hi = na;
+        while (lo < hi) {
+          size_t mid = lo + (hi - lo) / 2;
+          if (al[mid].addr <= bk.addr) lo = mid + 1;
+          else hi = mid;
+        }
+        for (size_t k = lo, seen = 0; k < na && al[k].addr < end && seen < 256; k++, seen++) {
+          if (al[k].op < freed_at[bk.slot]) {
+            end = al[k].addr;
+            break;
+          }
+        }
+      }
       if (!bk.size) {
         uint64_t r = tc_alloc_round_size(&h->cfg, bk.requested ? bk.requested : 1);
         uint64_t room = end - bk.addr;
@@ -510,12 +603,14 @@ static void place_blocks(tc_hist *h) {
         int split = sg->small ? rest >= TC_MIN_BLOCK_SIZE : rest > TC_SMALL_SIZE;
         bk.size = split ? r : room;
       }
-      if (bk.addr + bk.size > sg->addr + sg->size) bk.size = sg->addr + sg->size - bk.addr;
+      if (bk.addr + bk.size > seg_end) bk.size = seg_end - bk.addr;
       h->blocks[out++] = bk;
     }
     sg->num_blocks = out - sg->first_block;
   }
   h->num_blocks = out;
+  free(al);
+  free(freed_at);
 }
 
 /* ---- loading ---- */
@@ -530,6 +625,7 @@ void tc_hist_free(tc_hist *h) {
   free(h->op_time_us);
   free(h->segs);
   free(h->blocks);
+  free(h->pool_ids);
   memset(h, 0, sizeof *h);
 }
 
@@ -579,12 +675,14 @@ tcuda_status tc_hist_load(const char *func, const void *data, size_t len, int de
   h->num_entries = n;
   if (!s) s = read_segments(&c, tc_pv_get(root, "segments"));
   if (!s) {
+    route_pools(&c);
     place_blocks(h);
   }
   amap_free(&c.live);
   amap_free(&c.segseen);
   amap_free(&c.blkseen);
   free(c.pending);
+  free(c.psegs);
   tc_arena_destroy(ar);
   if (s) tc_hist_free(h);
   return s;

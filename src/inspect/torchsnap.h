@@ -31,10 +31,13 @@ typedef enum tc_hop_kind {
 
 #define HOP_F_EMPTY_BEFORE 1u /* inferred: empty_cache() ran just before this op */
 #define HOP_F_ADAPTIVE 2u     /* HOP_OOM: a library's workspace try that it survived */
+#define HOP_F_CAPTURE 4u      /* HOP_ALLOC: the first into a graph's private pool; torch.cuda.graph
+                                 calls empty_cache() before it captures */
 #define HOP_NO_SLOT UINT32_MAX
 
 typedef struct tc_hop {
   uint8_t kind, flags;
+  uint16_t pool;   /* HOP_ALLOC: 0 = the default pool, k = tc_hist.pool_ids[k - 1] */
   uint32_t slot;
   uint64_t stream; /* torch's raw cudaStream_t value */
   uint64_t addr, size;
@@ -71,6 +74,8 @@ typedef struct tc_hist {
   tc_hblock *blocks;
   size_t num_blocks;
   int has_private_pools;   /* some segment has a segment_pool_id other than (0, 0) */
+  uint64_t (*pool_ids)[2]; /* the private pools allocations were routed to */
+  size_t num_pools;
   size_t adaptive_ooms;    /* HOP_OOM ops flagged HOP_F_ADAPTIVE */
   size_t recorded_ooms;
   tc_alloc_config cfg;     /* the snapshot's allocator_settings */
