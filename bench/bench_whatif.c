@@ -21,6 +21,9 @@
  *                   default: one per CPU), wall seconds, parse included
  *   sweep_replays   the replays that sweep made: the first one, one per
  *                   row, and each row's min_limit_replays
+ *   sweep_cpu_s     the CPU seconds of all its threads (info)
+ * A shared machine's wall clock counts other programs too: each replay's
+ * comment line gives its thread's CPU seconds, sweep_cpu_s the sweep's.
  *
  * Usage: bench_whatif [SNAPSHOT]. Without one: $BENCH_WHATIF_SNAPSHOT, else
  * the committed tests/data/whatif/kv_decoder.pickle. bench/whatif_gen.py
@@ -49,6 +52,14 @@ static const char *F = "bench_whatif";
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* CPU seconds of this thread or process: on a shared machine, what a replay
+ * cost when the wall clock also counts other programs' time */
+static double cpu_s(clockid_t which) {
+  struct timespec ts;
+  clock_gettime(which, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -85,15 +96,19 @@ static void result(const char *metric, double v, const char *unit, const char *t
   fflush(stdout);
 }
 
-/* best-of-reps seconds of one replay */
-static double time_replay(tc_hist *h, const tc_hrun_opts *o, int reps, tc_hrun_result *keep) {
+/* best-of-reps wall seconds of one replay; *cpu: the thread's CPU seconds
+ * in that replay */
+static double time_replay(tc_hist *h, const tc_hrun_opts *o, int reps, tc_hrun_result *keep, double *cpu) {
   double best = 1e30;
   for (int r = 0; r < reps; r++) {
     tc_hrun_result res;
-    double t0 = now_s();
+    double c0 = cpu_s(CLOCK_THREAD_CPUTIME_ID), t0 = now_s();
     if (tc_hist_run(F, h, o, &res)) die("tc_hist_run");
     double t = now_s() - t0;
-    if (t < best) best = t;
+    if (t < best) {
+      best = t;
+      *cpu = cpu_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+    }
     if (keep && r == 0) *keep = res;
     else tc_hrun_result_free(&res);
   }
@@ -167,14 +182,18 @@ int main(int argc, char **argv) {
   /* ---- one replay per config, one thread ---- */
   tc_hrun_result first;
   tc_hrun_opts eo = {.exact = 1};
-  double t_first = time_replay(&h, &eo, 1, &first);
+  double cpu;
+  double t_first = time_replay(&h, &eo, 1, &first, &cpu);
   const char *tgt = big ? ">=5000000" : "info (the target is for a 1M-entry history)";
   result("replay_first", (double)entries / t_first, "entries/s", tgt);
+  printf("# recorded config, inferring: %.3f s per replay (%.3f s CPU)\n", t_first, cpu);
   if (first.diverged)
     printf("# note: the recorded replay diverged from torch's segments at %zu places\n", first.diverged);
   tc_hrun_result_free(&first);
   tc_hrun_opts ro = {.exact = 2};
-  result("replay_recorded", (double)entries / time_replay(&h, &ro, reps, NULL), "entries/s", tgt);
+  double t_rec = time_replay(&h, &ro, reps, NULL, &cpu);
+  result("replay_recorded", (double)entries / t_rec, "entries/s", tgt);
+  printf("# recorded config: %.3f s per replay (%.3f s CPU)\n", t_rec, cpu);
   static const struct {
     const char *metric, *conf;
   } rows[] = {{"replay_default", ""},
@@ -186,10 +205,10 @@ int main(int argc, char **argv) {
     if (tc_alloc_config_parse_named(F, rows[i].conf, &cfg)) die(rows[i].conf);
     tc_hrun_opts o = {.cfg = &cfg};
     tc_hrun_result res;
-    double t = time_replay(&h, &o, reps, &res);
+    double t = time_replay(&h, &o, reps, &res, &cpu);
     result(rows[i].metric, (double)entries / t, "entries/s", tgt);
-    printf("# %s: %.3f s per replay, peak reserved %.3f GiB, peak allocated %.3f GiB, %llu segment calls\n",
-           rows[i].conf[0] ? rows[i].conf : "(torch default)", t, (double)res.peak_reserved / (1 << 30),
+    printf("# %s: %.3f s per replay (%.3f s CPU), peak reserved %.3f GiB, peak allocated %.3f GiB, %llu segment calls\n",
+           rows[i].conf[0] ? rows[i].conf : "(torch default)", t, cpu, (double)res.peak_reserved / (1 << 30),
            (double)res.peak_allocated / (1 << 30), (unsigned long long)res.segment_calls);
     tc_hrun_result_free(&res);
   }
@@ -201,9 +220,10 @@ int main(int argc, char **argv) {
     tcuda_whatif_options_t wo = TCUDA_WHATIF_OPTIONS_INIT;
     wo.threads = env_int("BENCH_WHATIF_THREADS", 0);
     char *json = NULL;
+    double c0 = cpu_s(CLOCK_PROCESS_CPUTIME_ID);
     t0 = now_s();
     if (tcuda_whatif_buffer(data, len, &wo, &json)) die("tcuda_whatif_buffer");
-    double t_sweep = now_s() - t0;
+    double t_sweep = now_s() - t0, c_sweep = cpu_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
     int nrows = 0;
     long long probes = sum_key(json, "\"min_limit_replays\": ", &nrows);
     long long replays = 1 + nrows + probes;
@@ -214,8 +234,9 @@ int main(int argc, char **argv) {
     result("sweep_s", t_sweep, "s", t2);
     snprintf(t2, sizeof t2, "info (%d rows, %d threads on %ld CPUs)", nrows, threads, cpus);
     result("sweep_replays", (double)replays, "replays", t2);
-    result("sweep_cpu_s_per_replay", t_sweep * threads / (double)replays, "s",
-           "info (wall x threads / replays; min_limit probes end at their first OOM)");
+    result("sweep_cpu_s", c_sweep, "s", "info (CPU seconds of all threads; on an idle machine sweep_s is about this / threads)");
+    result("sweep_cpu_s_per_replay", c_sweep / (double)replays, "s",
+           "info (min_limit probes end at their first OOM)");
     const char *rec = strstr(json, "\"recommended\": ");
     if (rec) {
       const char *end = strchr(rec, '\n');
