@@ -377,7 +377,8 @@ static void series_point(hr *r, tc_hrun_result *res, series_state *ss, size_t i)
   if (pa > res->peak_allocated) res->peak_allocated = pa;
   if (ps > res->peak_segments) res->peak_segments = ps;
   if (ss->cur < ss->n) {
-    res->series_t[ss->cur] = (double)r->h->op_time_us[i < r->h->num_ops ? i : r->h->num_ops - 1] / 1000.0;
+    size_t n = r->h->num_ops;
+    res->series_t[ss->cur] = n ? (double)r->h->op_time_us[i < n ? i : n - 1] / 1000.0 : 0.0;
     res->series_reserved[ss->cur] = pr;
     res->series_allocated[ss->cur] = pa;
     res->series_n = ++ss->cur;
