@@ -65,6 +65,13 @@ int cli_operands(const cli_cmd *c, int argc, char **argv, int max);
 int cli_parse_u64(const cli_cmd *c, const char *opt, const char *s, uint64_t *v);  /* decimal or 0x hex */
 int cli_parse_i64(const cli_cmd *c, const char *opt, const char *s, int64_t *v);
 int cli_parse_f64(const cli_cmd *c, const char *opt, const char *s, double *v);
+/* --fraction: a number in 0~1 (set_per_process_memory_fraction). */
+int cli_parse_fraction(const cli_cmd *c, const char *s, double *v);
+/* What the user or a file gave, for a message or a terminal: control bytes
+ * (terminal escapes) as \xNN, long text cut with "...". */
+const char *cli_shown(const char *s, char *buf, size_t n);
+/* 32 hex digits from /dev/urandom for a page's script nonce; -1 if unreadable. */
+int cli_make_nonce(char out[33]);
 /* A whole number in min..max: `noun` names it in messages ("-n -4 is not a
  * valid count: ..."). */
 int cli_parse_whole(const cli_cmd *c, const char *opt, const char *s, const char *noun, uint64_t min, uint64_t max,

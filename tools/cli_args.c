@@ -4,9 +4,11 @@
 #include "cli.h"
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void vmsg(const cli_cmd *c, const char *fmt, va_list ap) {
   fprintf(stderr, "tcuda %s: ", c->name);
@@ -40,7 +42,7 @@ int cli_error(const cli_cmd *c, const char *fmt, ...) {
 
 /* What the user typed, for a message: control bytes (terminal escapes) as
  * \xNN, long text cut. */
-static const char *shown(const char *s, char *buf, size_t n) {
+const char *cli_shown(const char *s, char *buf, size_t n) {
   size_t k = 0;
   for (; *s && k + 5 < n; s++) {
     unsigned char ch = (unsigned char)*s;
@@ -68,15 +70,15 @@ int cli_getopt(const cli_cmd *c, int argc, char **argv, const char *shortopts, c
     *rc = fflush(stdout) ? CLI_FAIL : CLI_OK;
     return CLI_DONE;
   case '?':
-    if (optopt && typed[0] == '-' && typed[1] == '-' && strchr(shown(typed, b, sizeof b), '='))
+    if (optopt && typed[0] == '-' && typed[1] == '-' && strchr(cli_shown(typed, b, sizeof b), '='))
       *rc = cli_usage_error(c, "option '%.*s' takes no value", (int)(strchr(b, '=') - b), b);
     else if (optopt && optopt < 256 && typed[0] == '-' && typed[1] != '-')
       *rc = cli_usage_error(c, "unknown option '-%c'", optopt);
     else
-      *rc = cli_usage_error(c, "unknown option '%s'", shown(typed, b, sizeof b));
+      *rc = cli_usage_error(c, "unknown option '%s'", cli_shown(typed, b, sizeof b));
     return CLI_DONE;
   case ':':
-    *rc = cli_usage_error(c, "option '%s' needs a value", shown(typed, b, sizeof b));
+    *rc = cli_usage_error(c, "option '%s' needs a value", cli_shown(typed, b, sizeof b));
     return CLI_DONE;
   default: return ch;
   }
@@ -86,8 +88,8 @@ int cli_operands(const cli_cmd *c, int argc, char **argv, int max) {
   int n = argc - optind;
   if (n > max) {
     char b[128];
-    if (max == 0) cli_usage_error(c, "unexpected argument '%s'", shown(argv[optind], b, sizeof b));
-    else cli_usage_error(c, "unexpected argument '%s' (more than %d)", shown(argv[optind + max], b, sizeof b), max);
+    if (max == 0) cli_usage_error(c, "unexpected argument '%s'", cli_shown(argv[optind], b, sizeof b));
+    else cli_usage_error(c, "unexpected argument '%s' (more than %d)", cli_shown(argv[optind + max], b, sizeof b), max);
     return -1;
   }
   return n;
@@ -112,9 +114,9 @@ int cli_parse_u64(const cli_cmd *c, const char *opt, const char *s, uint64_t *v)
   char b[128];
   if (scan_u64(s, v)) return 1;
   if (*s == '-' && scan_u64(s + 1, v))
-    cli_usage_error(c, "%s %s: must be 0 or more", opt, shown(s, b, sizeof b));
+    cli_usage_error(c, "%s %s: must be 0 or more", opt, cli_shown(s, b, sizeof b));
   else
-    cli_usage_error(c, "%s '%s' is not an integer (decimal or 0x hex, 0 to 2^64-1)", opt, shown(s, b, sizeof b));
+    cli_usage_error(c, "%s '%s' is not an integer (decimal or 0x hex, 0 to 2^64-1)", opt, cli_shown(s, b, sizeof b));
   return 0;
 }
 
@@ -123,7 +125,7 @@ int cli_parse_i64(const cli_cmd *c, const char *opt, const char *s, int64_t *v) 
   errno = 0;
   long long x = (*s == '-' || *s == '+' || isdigit((unsigned char)*s)) ? strtoll(s, &end, 10) : 0;
   if (!(*s == '-' || *s == '+' || isdigit((unsigned char)*s)) || errno || end == s || *end) {
-    cli_usage_error(c, "%s '%s' is not an integer (-2^63 to 2^63-1)", opt, shown(s, b, sizeof b));
+    cli_usage_error(c, "%s '%s' is not an integer (-2^63 to 2^63-1)", opt, cli_shown(s, b, sizeof b));
     return 0;
   }
   *v = x;
@@ -135,7 +137,7 @@ int cli_parse_f64(const cli_cmd *c, const char *opt, const char *s, double *v) {
   errno = 0;
   double x = *s ? strtod(s, &end) : 0;
   if (!*s || errno == ERANGE || *end) {
-    cli_usage_error(c, "%s '%s' is not a number", opt, shown(s, b, sizeof b));
+    cli_usage_error(c, "%s '%s' is not a number", opt, cli_shown(s, b, sizeof b));
     return 0;
   }
   *v = x;
@@ -147,7 +149,7 @@ int cli_parse_whole(const cli_cmd *c, const char *opt, const char *s, const char
   char b[128];
   uint64_t x;
   if (*s == '-' || *s == '+' || !scan_u64(s, &x)) {
-    const char *t = shown(s, b, sizeof b);
+    const char *t = cli_shown(s, b, sizeof b);
     if ((*s == '-' || *s == '+') && scan_u64(s + 1, &x))
       cli_usage_error(c, "%s %s is not a valid %s: expected a whole number from %llu to %llu", opt, t, noun,
                       (unsigned long long)min, (unsigned long long)max);
@@ -211,7 +213,7 @@ int cli_parse_bytes(const cli_cmd *c, const char *opt, const char *s, uint64_t *
   }
   if (*p) why = "unknown unit (kB MB GB TB are powers of 1000, KiB MiB GiB TiB powers of 1024)";
 bad:
-  cli_usage_error(c, "%s '%s': %s", opt, shown(s, b, sizeof b), why);
+  cli_usage_error(c, "%s '%s': %s", opt, cli_shown(s, b, sizeof b), why);
   return 0;
 }
 
@@ -236,20 +238,40 @@ int cli_alloc_config(const cli_cmd *c, const char *option_value, const char **co
   const char *msg = tcuda_last_error(), *cut = strstr(msg, ": config: ");
   if (cut) msg = cut + strlen(": config: ");
   char b[256], m[512];
-  shown(msg, m, sizeof m);
-  if (var) *rc = cli_error(c, "%s='%s': %s", var, shown(text, b, sizeof b), m);
-  else *rc = cli_usage_error(c, "--config '%s': %s", shown(text, b, sizeof b), m);
+  cli_shown(msg, m, sizeof m);
+  if (var) *rc = cli_error(c, "%s='%s': %s", var, cli_shown(text, b, sizeof b), m);
+  else *rc = cli_usage_error(c, "--config '%s': %s", cli_shown(text, b, sizeof b), m);
   return 0;
 }
 
 void cli_print_request_oom(void *user, unsigned request, const char *message) {
   const cli_cmd *c = user;
   char m[1024];
-  fprintf(stderr, "tcuda %s: request %u: %s\n", c->name, request, shown(message, m, sizeof m));
+  fprintf(stderr, "tcuda %s: request %u: %s\n", c->name, request, cli_shown(message, m, sizeof m));
 }
 
 void cli_print_oom(void *user, unsigned line, const char *message) {
   const cli_cmd *c = user;
   char m[1024];
-  fprintf(stderr, "tcuda %s: trace line %u: %s\n", c->name, line, shown(message, m, sizeof m));
+  fprintf(stderr, "tcuda %s: trace line %u: %s\n", c->name, line, cli_shown(message, m, sizeof m));
+}
+
+int cli_parse_fraction(const cli_cmd *c, const char *s, double *v) {
+  if (!cli_parse_f64(c, "--fraction", s, v)) return 0;
+  if (*v >= 0 && *v <= 1) return 1;
+  cli_usage_error(c, "--fraction %s: memory_fraction %s is not in 0~1", s, s);
+  return 0;
+}
+
+/* A page's Content-Security-Policy allows only the script carrying this
+ * nonce; fresh per page, so the data shown cannot know it. */
+int cli_make_nonce(char out[33]) {
+  unsigned char r[16];
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t got = read(fd, r, sizeof r);
+  close(fd);
+  if (got != (ssize_t)sizeof r) return -1;
+  for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", r[i]);
+  return 0;
 }

@@ -129,9 +129,7 @@ int cmd_replay(int argc, char **argv) {
       trace_only = 1;
       break;
     case O_FRAC:
-      if (!cli_parse_f64(&CMD, "--fraction", v, &o.memory_fraction)) return CLI_USAGE;
-      if (!(o.memory_fraction >= 0 && o.memory_fraction <= 1))
-        return cli_usage_error(&CMD, "--fraction %s: memory_fraction %s is not in 0~1", v, v);
+      if (!cli_parse_fraction(&CMD, v, &o.memory_fraction)) return CLI_USAGE;
       break;
     case O_DEV:
       if (!cli_parse_whole(&CMD, "--device", v, "device index", 0, 1023, &n)) return CLI_USAGE;

@@ -171,19 +171,6 @@ static const char *json_snapshot_problem(const char *text, size_t n) {
   return NULL;
 }
 
-/* The page's Content-Security-Policy allows only the script carrying this
- * nonce; fresh per page, so a snapshot cannot know it. */
-static int make_nonce(char out[33]) {
-  unsigned char r[16];
-  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t got = read(fd, r, sizeof r);
-  close(fd);
-  if (got != (ssize_t)sizeof r) return -1;
-  for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", r[i]);
-  return 0;
-}
-
 int cmd_viz(int argc, char **argv) {
   static const struct option longopts[] = {
       {"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'}, {0}};
@@ -217,7 +204,7 @@ int cmd_viz(int argc, char **argv) {
     }
   }
   char nonce[33];
-  if (make_nonce(nonce)) {
+  if (cli_make_nonce(nonce)) {
     free(data);
     return fail("%s%s", "cannot read /dev/urandom for the page's script nonce", "");
   }

@@ -217,19 +217,6 @@ static const char *str(const jv *v) { return v && v->kind == 's' ? v->text : "";
 
 /* ---- the table ---- */
 
-/* Text from the document for a terminal: control bytes as \xNN. */
-static const char *shown(const char *s, char *buf, size_t n) {
-  size_t k = 0;
-  for (; *s && k + 5 < n; s++) {
-    unsigned char ch = (unsigned char)*s;
-    if (ch < 0x20 || ch == 0x7f) k += (size_t)snprintf(buf + k, n - k, "\\x%02x", ch);
-    else buf[k++] = (char)ch;
-  }
-  if (*s && n > 4) strcpy(buf + (k < n - 4 ? k : n - 4), "...");
-  else buf[k] = 0;
-  return buf;
-}
-
 /* 761.3 MiB; whole bytes under 1 KiB. */
 static const char *human(unsigned long long b, char *buf, size_t n) {
   static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -243,7 +230,7 @@ static const char *human(unsigned long long b, char *buf, size_t n) {
 
 static const char *config_name(const jv *row, char *buf, size_t n) {
   const char *c = str(get(row, "config"));
-  return *c ? shown(c, buf, n) : "(torch default)";
+  return *c ? cli_shown(c, buf, n) : "(torch default)";
 }
 
 enum { NCOL = 11 };
@@ -259,7 +246,7 @@ static void cells(const jv *row, char c[NCOL][160]) {
   const char *cn = config_name(row, name, sizeof name);
   if (strlen(cn) > CONFIG_COL) snprintf(c[0], 160, "%.*s...", CONFIG_COL - 3, cn);
   else snprintf(c[0], 160, "%s", cn);
-  shown(str(get(row, "source")), c[1], 160);
+  cli_shown(str(get(row, "source")), c[1], 160);
   snprintf(c[2], 160, "%s", human(u64(get(row, "peak_reserved")), b, sizeof b));
   snprintf(c[3], 160, "%s", human(u64(get(row, "peak_allocated")), b, sizeof b));
   const jv *ratio = get(row, "ratio");
@@ -283,7 +270,7 @@ static void cells(const jv *row, char c[NCOL][160]) {
 /* Words of text, wrapped at width after a first-line prefix. */
 static void put_wrapped(FILE *o, const char *prefix, const char *text, int width) {
   char buf[4096];
-  shown(text, buf, sizeof buf);
+  cli_shown(text, buf, sizeof buf);
   int col = fprintf(o, "%s", prefix), indent = (int)strlen(prefix);
   const char *p = buf;
   while (*p) {
@@ -309,7 +296,7 @@ static void print_table(FILE *o, const jv *doc) {
                                                     ? " (truncated: its start was lost)" : "");
   const char *rc = str(get(snap, "recorded_config"));
   fprintf(o, "recorded with: %s; %llu OOMs (%llu a library survived); %llu empty_cache calls inferred\n",
-          *rc ? shown(rc, b3, sizeof b3) : "(torch default)", u64(get(snap, "recorded_ooms")),
+          *rc ? cli_shown(rc, b3, sizeof b3) : "(torch default)", u64(get(snap, "recorded_ooms")),
           u64(get(snap, "adaptive_ooms")), u64(get(snap, "inferred_empty_cache")));
   fprintf(o, "simulated device: %s (%llu bytes)", human(u64(get(snap, "capacity")), b1, sizeof b1),
           u64(get(snap, "capacity")));
@@ -360,17 +347,6 @@ static void print_table(FILE *o, const jv *doc) {
 
 /* ---- the page ---- */
 
-static int make_nonce(char out[33]) {
-  unsigned char r[16];
-  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t got = read(fd, r, sizeof r);
-  close(fd);
-  if (got != (ssize_t)sizeof r) return -1;
-  for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", r[i]);
-  return 0;
-}
-
 static void put_nonced(FILE *o, const char *a, const char *b, const char *nonce) {
   for (const char *m; a < b && (m = strstr(a, "@@NONCE@@")) && m < b; a = m + 9) {
     fwrite(a, 1, (size_t)(m - a), o);
@@ -384,12 +360,12 @@ static void put_nonced(FILE *o, const char *a, const char *b, const char *nonce)
  * the snapshot or a config can end the script element or open a comment. */
 static int write_page(const char *path, const char *json) {
   char nonce[33];
-  if (make_nonce(nonce)) return cli_error(&CMD, "cannot read /dev/urandom for the page's script nonce");
+  if (cli_make_nonce(nonce)) return cli_error(&CMD, "cannot read /dev/urandom for the page's script nonce");
   const char *tpl = tcuda_whatif_html, *m = strstr(tpl, "@@DATA@@");
   if (!m || !strstr(tpl, "@@NONCE@@")) return cli_error(&CMD, "the embedded page is damaged (markers missing)");
   FILE *o = fopen(path, "wb");
   char b[600];
-  if (!o) return cli_error(&CMD, "cannot write '%s': %s", shown(path, b, sizeof b), strerror(errno));
+  if (!o) return cli_error(&CMD, "cannot write '%s': %s", cli_shown(path, b, sizeof b), strerror(errno));
   put_nonced(o, tpl, m, nonce);
   for (const char *p = json; *p; p++) {
     if (*p == '<') fputs("\\u003c", o);
@@ -400,7 +376,7 @@ static int write_page(const char *path, const char *json) {
   put_nonced(o, m + 8, tpl + strlen(tpl), nonce);
   int bad = ferror(o) != 0;
   bad |= fclose(o) != 0;
-  if (bad) return cli_error(&CMD, "writing '%s' failed: %s", shown(path, b, sizeof b), strerror(errno));
+  if (bad) return cli_error(&CMD, "writing '%s' failed: %s", cli_shown(path, b, sizeof b), strerror(errno));
   return 0;
 }
 
@@ -435,9 +411,7 @@ int cmd_whatif(int argc, char **argv) {
       o.capacity = n;
       break;
     case O_FRAC:
-      if (!cli_parse_f64(&CMD, "--fraction", v, &o.memory_fraction)) return CLI_USAGE;
-      if (!(o.memory_fraction >= 0 && o.memory_fraction <= 1))
-        return cli_usage_error(&CMD, "--fraction %s: memory_fraction %s is not in 0~1", v, v);
+      if (!cli_parse_fraction(&CMD, v, &o.memory_fraction)) return CLI_USAGE;
       break;
     case O_DEV:
       if (!cli_parse_whole(&CMD, "--device", v, "device index", 0, 1023, &n)) return CLI_USAGE;
@@ -484,7 +458,7 @@ int cmd_whatif(int argc, char **argv) {
   if (fflush(stdout) || ferror(stdout)) return cli_error(&CMD, "write error: %s", strerror(errno ? errno : EIO));
   if (html) {
     char b[600];
-    fprintf(stderr, "tcuda whatif: wrote %s\n", shown(html, b, sizeof b));
+    fprintf(stderr, "tcuda whatif: wrote %s\n", cli_shown(html, b, sizeof b));
   }
   return 0;
 }

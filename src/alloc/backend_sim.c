@@ -36,6 +36,7 @@ typedef struct sim_chunk {
   uint64_t base, size;
   uint8_t *used; /* one byte per 2 MiB unit */
   size_t nunits, nallocs;
+  size_t nfree;  /* units not in use: a chunk with fewer than a request's is not scanned */
   size_t next;   /* unit after the chunk's latest allocation */
   int permanent; /* held by the driver: never released */
 } sim_chunk;
@@ -115,6 +116,7 @@ static sim_chunk *chunk_add(sim *s, uint64_t base, uint64_t size, int permanent)
   c->base = base;
   c->size = size;
   c->nunits = size / UNIT;
+  c->nfree = c->nunits;
   c->permanent = permanent;
   size_t i = 0;
   while (i < s->nchunks && s->chunks[i]->base < base) i++;
@@ -167,6 +169,7 @@ static int run_free(const sim *s, const sim_chunk *c, size_t start, size_t n) {
 static sim_chunk *find_in_chunks(sim *s, size_t n, size_t *unit) {
   for (size_t k = s->nchunks; k-- > 0;) {
     sim_chunk *c = s->byage[k];
+    if (c->nfree < n) continue;
     if (run_free(s, c, c->next, n)) {
       *unit = c->next;
       return c;
@@ -222,6 +225,7 @@ static tcuda_status place_driver(sim *s, uint64_t size, uint64_t *addr, sim_chun
     unit = 0;
   }
   memset(c->used + unit, 1, n);
+  c->nfree -= n;
   c->nallocs++;
   c->next = unit + n;
   *addr = c->base + unit * UNIT;
@@ -296,6 +300,7 @@ static tcuda_status sim_segment_free(void *ctx, int device, uint64_t addr, uint6
   s->used -= size;
   if (c) {
     memset(c->used + (addr - c->base) / UNIT, 0, (size + UNIT - 1) / UNIT);
+    c->nfree += (size + UNIT - 1) / UNIT;
     if (--c->nallocs == 0 && !c->permanent) chunk_remove(s, c);
   }
   pthread_mutex_unlock(&s->mu);
@@ -608,7 +613,10 @@ tcuda_status tc_backend_sim_create(const tc_sim_options *opt, tc_backend **out) 
     s->ceiling = s->lowmark = DRIVER_BASE - (streams_first ? 0 : 480 * MIB);
     sim_chunk *c0 = chunk_add(s, DRIVER_BASE, CHUNK_ROUND, 1);
     if (!c0) st = host_oom();
-    else memset(c0->used, 1, c0->next = streams_first ? 3 : 4);
+    else {
+      memset(c0->used, 1, c0->next = streams_first ? 3 : 4);
+      c0->nfree -= c0->next;
+    }
     if (!st && !streams_first && !chunk_add(s, DRIVER_BASE - 66 * MIB, UNIT, 1)) st = host_oom();
   }
   if (!st && opt && opt->addresses_path) st = load_addresses(s, opt->addresses_path);
