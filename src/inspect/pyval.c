@@ -1,5 +1,5 @@
-/* The value tree's arena, the format sniffing of tc_pv_parse and the
- * accessors. The readers are unpickle.c and jsonread.c. */
+/* The value tree's arena and its accessors. The readers are unpickle.c and
+ * jsonread.c; pyparse.c picks one. */
 #include "pyval.h"
 #include "core/error.h"
 #include <stdlib.h>
@@ -102,22 +102,6 @@ size_t tc_pv_utf8_valid(const unsigned char *p, size_t n) {
 }
 
 /* ---- sniffing ---- */
-
-tcuda_status tc_pv_parse(const char *func, const void *data, size_t len, tc_arena *ar, tc_pv **out) {
-  const char *F = func ? func : "tc_pv_parse";
-  TC_CHECK_ARG(F, out, "out");
-  *out = NULL;
-  TC_CHECK_ARG(F, ar, "ar");
-  TC_CHECK_ARG(F, data || !len, "data");
-  if (!len) return tc_error(TCUDA_ERROR_PARSE, "%s: the file is empty", F);
-  const unsigned char *d = data;
-  if (d[0] == 0x80) return tc_pv_unpickle(F, data, len, ar, out);
-  size_t i = 0;
-  if (len >= 3 && d[0] == 0xef && d[1] == 0xbb && d[2] == 0xbf) i = 3; /* UTF-8 BOM */
-  while (i < len && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r')) i++;
-  if (i < len && (d[i] == '{' || d[i] == '[')) return tc_pv_json(F, data, len, ar, out);
-  return tc_error(TCUDA_ERROR_PARSE, "%s: the file is neither a pickle (protocol 2 to 5) nor JSON", F);
-}
 
 /* ---- accessors ---- */
 
