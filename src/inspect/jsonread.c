@@ -19,20 +19,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define POOL_NODES 256
 
 typedef struct jr {
   const char *F;
   const unsigned char *d;
   size_t len, pos;
-  tc_arena *ar;
-  tc_pv **stack;
-  size_t sn, scap;
+  tc_pv_build b; /* arena, node pool, value stack */
   size_t open[TC_PV_MAX_DEPTH]; /* stack heights at each open bracket */
   unsigned char obj[TC_PV_MAX_DEPTH];
   int depth;
-  tc_pv *pool;
-  size_t pool_left;
   tc_pv *null_, *true_, *false_;
 } jr;
 
@@ -66,33 +61,9 @@ static const char *shown(const jr *r, size_t at, char buf[8]) {
   return buf;
 }
 
-static tc_pv *node(jr *r, tc_pv_kind kind) {
-  if (!r->pool_left) {
-    r->pool = tc_arena_alloc(r->ar, POOL_NODES * sizeof(tc_pv));
-    if (!r->pool) return NULL;
-    r->pool_left = POOL_NODES;
-  }
-  r->pool_left--;
-  tc_pv *v = r->pool++;
-  v->kind = kind;
-  return v;
-}
+static inline tc_pv *node(jr *r, tc_pv_kind kind) { return tc_pv_node(&r->b, kind); }
 
-static tcuda_status grow_stack(jr *r) {
-  size_t cap = r->scap ? r->scap * 2 : 256;
-  tc_pv **s = realloc(r->stack, cap * sizeof *s);
-  if (!s) return oom(r);
-  r->stack = s;
-  r->scap = cap;
-  return TCUDA_SUCCESS;
-}
-
-static inline tcuda_status push(jr *r, tc_pv *v) {
-  if (!v) return oom(r);
-  if (r->sn == r->scap && grow_stack(r)) return TCUDA_ERROR_HOST_OUT_OF_MEMORY;
-  r->stack[r->sn++] = v;
-  return TCUDA_SUCCESS;
-}
+static inline tcuda_status push(jr *r, tc_pv *x) { return tc_pv_push(&r->b, x) ? TCUDA_SUCCESS : oom(r); }
 
 static void ws(jr *r) {
   while (r->pos < r->len) {
@@ -153,7 +124,7 @@ static tcuda_status string(jr *r) {
   }
   if (end - start > UINT32_MAX - 1) return jerr(r, q, "a string of 4 GiB or more");
   tc_pv *v = node(r, TC_PV_STR);
-  char *o = v ? tc_arena_alloc(r->ar, end - start + 1) : NULL; /* zeroed: NUL-terminated */
+  char *o = v ? tc_arena_alloc(r->b.ar, end - start + 1) : NULL; /* zeroed: NUL-terminated */
   if (!o) return oom(r);
   size_t n = 0, j = start;
   while (j < end) {
@@ -292,17 +263,17 @@ static tcuda_status key(jr *r) {
 /* the innermost array or object is complete: it replaces its items on the stack */
 static tcuda_status close_(jr *r) {
   int obj = r->obj[--r->depth];
-  size_t base = r->open[r->depth], k = r->sn - base, per = obj ? 2 : 1;
+  size_t base = r->open[r->depth], k = r->b.sn - base, per = obj ? 2 : 1;
   if (k / per > UINT32_MAX) return jerr(r, r->pos, "a container of 2^32 items or more");
   tc_pv *v = node(r, obj ? TC_PV_DICT : TC_PV_LIST);
   if (!v) return oom(r);
   if (k) {
-    v->u.items = tc_arena_alloc(r->ar, k * sizeof *v->u.items);
+    v->u.items = tc_arena_alloc(r->b.ar, k * sizeof *v->u.items);
     if (!v->u.items) return oom(r);
-    memcpy(v->u.items, r->stack + base, k * sizeof *v->u.items);
+    memcpy(v->u.items, r->b.stack + base, k * sizeof *v->u.items);
   }
   v->n = (uint32_t)(k / per);
-  r->sn = base;
+  r->b.sn = base;
   return push(r, v);
 }
 
@@ -317,7 +288,7 @@ static tcuda_status run(jr *r, tc_pv **out) {
     unsigned char c = r->d[r->pos];
     if (c == '{' || c == '[') {
       if (r->depth == TC_PV_MAX_DEPTH) return jerr(r, r->pos, "nesting deeper than %d levels", TC_PV_MAX_DEPTH);
-      r->open[r->depth] = r->sn;
+      r->open[r->depth] = r->b.sn;
       r->obj[r->depth++] = c == '{';
       r->pos++;
       ws(r);
@@ -340,7 +311,7 @@ static tcuda_status run(jr *r, tc_pv **out) {
       ws(r);
       if (!r->depth) {
         if (r->pos != r->len) return jerr(r, r->pos, "unexpected %s after the JSON value", shown(r, r->pos, b));
-        *out = r->stack[0];
+        *out = r->b.stack[0];
         return TCUDA_SUCCESS;
       }
       int obj = r->obj[r->depth - 1];
@@ -370,12 +341,12 @@ tcuda_status tc_pv_json(const char *func, const void *data, size_t len, tc_arena
   r->F = F;
   r->d = data;
   r->len = len;
-  r->ar = ar;
+  r->b.ar = ar;
   tc_pv *top = NULL;
-  tcuda_status s = grow_stack(r);
+  tcuda_status s = tc_pv_stack_grow(&r->b) ? TCUDA_SUCCESS : oom(r);
   if (!s) s = run(r, &top);
   if (!s) *out = top;
-  free(r->stack);
+  free(r->b.stack);
   free(r);
   return s;
 }

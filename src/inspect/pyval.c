@@ -103,6 +103,15 @@ size_t tc_pv_utf8_valid(const unsigned char *p, size_t n) {
 
 /* ---- sniffing ---- */
 
+int tc_pv_stack_grow(tc_pv_build *b) {
+  size_t cap = b->scap ? b->scap * 2 : 256;
+  tc_pv **s = realloc(b->stack, cap * sizeof *s);
+  if (!s) return 0;
+  b->stack = s;
+  b->scap = cap;
+  return 1;
+}
+
 /* ---- accessors ---- */
 
 const tc_pv *tc_pv_get(const tc_pv *v, const char *key) {

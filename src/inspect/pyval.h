@@ -76,4 +76,36 @@ static inline size_t tc_pv_cap(size_t n) {
   return (size_t)1 << (64 - __builtin_clzll((unsigned long long)(n - 1)));
 }
 
+/* The readers' common state: nodes handed out from the arena in blocks
+ * (fewer arena calls), and the value stack their containers are built on. */
+#define TC_PV_POOL_NODES 256
+typedef struct tc_pv_build {
+  tc_arena *ar;
+  tc_pv **stack;
+  size_t sn, scap;
+  tc_pv *pool;
+  size_t pool_left;
+} tc_pv_build;
+
+/* A fresh node of `kind` (other fields zero); NULL on host OOM. */
+static inline tc_pv *tc_pv_node(tc_pv_build *b, tc_pv_kind kind) {
+  if (!b->pool_left) {
+    b->pool = (tc_pv *)tc_arena_alloc(b->ar, TC_PV_POOL_NODES * sizeof(tc_pv));
+    if (!b->pool) return NULL;
+    b->pool_left = TC_PV_POOL_NODES;
+  }
+  b->pool_left--;
+  tc_pv *v = b->pool++;
+  v->kind = kind;
+  return v;
+}
+/* Room for one more value on the stack: 1, or 0 on host OOM. */
+int tc_pv_stack_grow(tc_pv_build *b);
+/* Push v (NULL: a failed tc_pv_node): 1, or 0 on host OOM. */
+static inline int tc_pv_push(tc_pv_build *b, tc_pv *v) {
+  if (!v || (b->sn == b->scap && !tc_pv_stack_grow(b))) return 0;
+  b->stack[b->sn++] = v;
+  return 1;
+}
+
 #endif

@@ -60,23 +60,18 @@ static const char *const op_names[256] = {
     [0x97] = "NEXT_BUFFER", [0x98] = "READONLY_BUFFER",
 };
 
-#define POOL_NODES 256
 
 typedef struct up {
   const char *F;
   const unsigned char *d;
   size_t len, pos; /* pos: the next byte to read */
   size_t at;       /* offset of the opcode being run */
-  tc_arena *ar;
-  tc_pv **stack;
-  size_t sn, scap;
+  tc_pv_build b; /* arena, node pool, value stack */
   size_t marks[TC_PV_MAX_DEPTH]; /* stack heights at each open MARK */
   int nmarks;
   tc_pv **memo;
   size_t memo_cap, memo_count; /* slots; indexes stored (MEMOIZE's next index) */
   uint64_t nvalues, nputs;     /* values and memo stores so far: bound memo indexes */
-  tc_pv *pool;                 /* nodes handed out in blocks: fewer arena calls */
-  size_t pool_left;
   tc_pv *none_, *true_, *false_;
 } up;
 
@@ -110,33 +105,9 @@ static uint64_t le(const unsigned char *p, int n) {
   return v;
 }
 
-static tc_pv *node(up *u, tc_pv_kind kind) {
-  if (!u->pool_left) {
-    u->pool = tc_arena_alloc(u->ar, POOL_NODES * sizeof(tc_pv));
-    if (!u->pool) return NULL;
-    u->pool_left = POOL_NODES;
-  }
-  u->pool_left--;
-  tc_pv *v = u->pool++;
-  v->kind = kind;
-  return v;
-}
+static inline tc_pv *node(up *u, tc_pv_kind kind) { return tc_pv_node(&u->b, kind); }
 
-static tcuda_status grow_stack(up *u) {
-  size_t cap = u->scap ? u->scap * 2 : 256;
-  tc_pv **s = realloc(u->stack, cap * sizeof *s);
-  if (!s) return oom(u);
-  u->stack = s;
-  u->scap = cap;
-  return TCUDA_SUCCESS;
-}
-
-static inline tcuda_status push(up *u, tc_pv *v) {
-  if (!v) return oom(u);
-  if (u->sn == u->scap && grow_stack(u)) return TCUDA_ERROR_HOST_OUT_OF_MEMORY;
-  u->stack[u->sn++] = v;
-  return TCUDA_SUCCESS;
-}
+static inline tcuda_status push(up *u, tc_pv *x) { return tc_pv_push(&u->b, x) ? TCUDA_SUCCESS : oom(u); }
 
 /* A new value onto the stack (counted for the memo bound). */
 static tcuda_status push_new(up *u, tc_pv *v) {
@@ -148,10 +119,10 @@ static size_t fence(const up *u) { return u->nmarks ? u->marks[u->nmarks - 1] : 
 
 /* at least k values above the newest MARK */
 static tcuda_status operands(up *u, size_t k) {
-  if (u->sn - fence(u) >= k) return TCUDA_SUCCESS;
+  if (u->b.sn - fence(u) >= k) return TCUDA_SUCCESS;
   char m[96];
   snprintf(m, sizeof m, "needs %zu value%s above the last MARK, the stack has %zu", k, k == 1 ? "" : "s",
-           u->sn - fence(u));
+           u->b.sn - fence(u));
   return bad(u, m);
 }
 
@@ -160,14 +131,14 @@ static tcuda_status operands(up *u, size_t k) {
 static tcuda_status pop_mark(up *u, size_t *base, size_t *k) {
   if (!u->nmarks) return bad(u, "no MARK is open");
   *base = u->marks[--u->nmarks];
-  *k = u->sn - *base;
+  *k = u->b.sn - *base;
   return TCUDA_SUCCESS;
 }
 
 /* k values from src into a fresh array of `slots` (>= k) */
 static tc_pv **items_copy(up *u, tc_pv *const *src, size_t k, size_t slots) {
   if (!slots) return NULL;
-  tc_pv **a = tc_arena_alloc(u->ar, slots * sizeof *a);
+  tc_pv **a = tc_arena_alloc(u->b.ar, slots * sizeof *a);
   if (a && k) memcpy(a, src, k * sizeof *a);
   return a;
 }
@@ -195,10 +166,10 @@ static tcuda_status build(up *u, tc_pv_kind kind, size_t base, size_t k) {
   tc_pv *v = node(u, kind);
   if (!v) return oom(u);
   size_t slots = kind == TC_PV_TUPLE ? k : tc_pv_cap(k / per) * per;
-  v->u.items = items_copy(u, u->stack + base, k, slots);
+  v->u.items = items_copy(u, u->b.stack + base, k, slots);
   if (slots && !v->u.items) return oom(u);
   v->n = (uint32_t)(k / per);
-  u->sn = base;
+  u->b.sn = base;
   return push_new(u, v);
 }
 
@@ -209,15 +180,15 @@ static tcuda_status extend_mark(up *u, tc_pv_kind kind) {
   size_t base = u->marks[u->nmarks - 1];
   size_t below = u->nmarks > 1 ? u->marks[u->nmarks - 2] : 0;
   if (base <= below) return bad(u, "no container below the MARK");
-  tc_pv *c = u->stack[base - 1];
+  tc_pv *c = u->b.stack[base - 1];
   size_t per = kind == TC_PV_DICT ? 2 : 1;
   if (c->kind != kind) return bad(u, per == 2 ? "the target is not a dict" : "the target is not a list");
-  size_t k = u->sn - base;
+  size_t k = u->b.sn - base;
   if (k % per) return bad(u, "an odd number of values for key/value pairs");
-  tcuda_status s = extend(u, c, u->stack + base, k, per);
+  tcuda_status s = extend(u, c, u->b.stack + base, k, per);
   if (s) return s;
   u->nmarks--;
-  u->sn = base;
+  u->b.sn = base;
   return TCUDA_SUCCESS;
 }
 
@@ -241,7 +212,7 @@ static tcuda_status memo_put(up *u, uint64_t idx) {
     u->memo_cap = cap;
   }
   if (!u->memo[idx]) u->memo_count++;
-  u->memo[idx] = u->stack[u->sn - 1];
+  u->memo[idx] = u->b.stack[u->b.sn - 1];
   return TCUDA_SUCCESS;
 }
 
@@ -285,7 +256,7 @@ static tcuda_status text(up *u, uint64_t n, tc_pv_kind kind) {
   if (n > UINT32_MAX - 1) return bad(u, "a string or bytes of 4 GiB or more");
   const unsigned char *p = u->d + u->pos;
   tc_pv *x = node(u, kind);
-  unsigned char *t = x ? tc_arena_alloc(u->ar, (size_t)n + 1) : NULL; /* zeroed: NUL-terminated */
+  unsigned char *t = x ? tc_arena_alloc(u->b.ar, (size_t)n + 1) : NULL; /* zeroed: NUL-terminated */
   if (!t) return oom(u);
   memcpy(t, p, (size_t)n);
   for (size_t i = 0; kind == TC_PV_STR && i < n;) {
@@ -353,12 +324,12 @@ static tcuda_status run(up *u, tc_pv **out) {
       break;
     case OP_STOP:
       if (u->nmarks) return bad(u, "a MARK is still open");
-      if (u->sn != 1) {
+      if (u->b.sn != 1) {
         char m[96];
-        snprintf(m, sizeof m, "the stack holds %zu values, not 1", u->sn);
+        snprintf(m, sizeof m, "the stack holds %zu values, not 1", u->b.sn);
         return bad(u, m);
       }
-      *out = u->stack[0];
+      *out = u->b.stack[0];
       return TCUDA_SUCCESS;
     case OP_MARK:
       if (u->nmarks == TC_PV_MAX_DEPTH) {
@@ -366,19 +337,19 @@ static tcuda_status run(up *u, tc_pv **out) {
         snprintf(m, sizeof m, "MARKs nest deeper than %d levels", TC_PV_MAX_DEPTH);
         return bad(u, m);
       }
-      u->marks[u->nmarks++] = u->sn;
+      u->marks[u->nmarks++] = u->b.sn;
       break;
     case OP_POP: /* like Python: a MARK with nothing above it is what goes */
-      if (u->nmarks && u->marks[u->nmarks - 1] == u->sn) u->nmarks--;
-      else if ((s = operands(u, 1)) == TCUDA_SUCCESS) u->sn--;
+      if (u->nmarks && u->marks[u->nmarks - 1] == u->b.sn) u->nmarks--;
+      else if ((s = operands(u, 1)) == TCUDA_SUCCESS) u->b.sn--;
       break;
     case OP_POP_MARK: {
       size_t base = 0, k = 0;
-      if ((s = pop_mark(u, &base, &k)) == TCUDA_SUCCESS) u->sn = base;
+      if ((s = pop_mark(u, &base, &k)) == TCUDA_SUCCESS) u->b.sn = base;
       break;
     }
     case OP_DUP:
-      if ((s = operands(u, 1)) == TCUDA_SUCCESS) s = push(u, u->stack[u->sn - 1]);
+      if ((s = operands(u, 1)) == TCUDA_SUCCESS) s = push(u, u->b.stack[u->b.sn - 1]);
       break;
     case OP_NONE: s = push_new(u, singleton(u, &u->none_, TC_PV_NONE, 0)); break;
     case OP_NEWTRUE: s = push_new(u, singleton(u, &u->true_, TC_PV_BOOL, 1)); break;
@@ -450,18 +421,18 @@ static tcuda_status run(up *u, tc_pv **out) {
     case OP_TUPLE3: {
       size_t k = (size_t)(op - OP_TUPLE1 + 1);
       if ((s = operands(u, k))) break;
-      s = build(u, TC_PV_TUPLE, u->sn - k, k);
+      s = build(u, TC_PV_TUPLE, u->b.sn - k, k);
       break;
     }
     case OP_APPEND:
     case OP_SETITEM: {
       size_t per = op == OP_SETITEM ? 2 : 1;
       if ((s = operands(u, per + 1))) break;
-      tc_pv *c = u->stack[u->sn - per - 1];
+      tc_pv *c = u->b.stack[u->b.sn - per - 1];
       if (c->kind != (per == 2 ? TC_PV_DICT : TC_PV_LIST))
         return bad(u, per == 2 ? "the target is not a dict" : "the target is not a list");
-      if ((s = extend(u, c, u->stack + u->sn - per, per, per))) break;
-      u->sn -= per;
+      if ((s = extend(u, c, u->b.stack + u->b.sn - per, per, per))) break;
+      u->b.sn -= per;
       break;
     }
     case OP_APPENDS: s = extend_mark(u, TC_PV_LIST); break;
@@ -499,12 +470,12 @@ tcuda_status tc_pv_unpickle(const char *func, const void *data, size_t len, tc_a
   u->F = F;
   u->d = data;
   u->len = len;
-  u->ar = ar;
+  u->b.ar = ar;
   tc_pv *top = NULL;
-  tcuda_status s = grow_stack(u); /* never NULL, even for an empty MARK */
+  tcuda_status s = tc_pv_stack_grow(&u->b) ? TCUDA_SUCCESS : oom(u); /* never NULL, even for an empty MARK */
   if (!s) s = run(u, &top);
   if (!s) *out = top;
-  free(u->stack);
+  free(u->b.stack);
   free(u->memo);
   free(u);
   return s;
