@@ -610,7 +610,10 @@ TCUDA_API tcuda_status tcuda_replay_file_to(const char *trace_path, const tcuda_
  * tcuda_replay_file_to does: one element per "snapshot" entry of the
  * history, then one for its end. opt->config NULL or "": the snapshot's own
  * allocator_settings, with segments where torch placed them (torch's run,
- * reproduced); otherwise that config, segments placed by the driver model.
+ * reproduced); otherwise that config, its segments placed by the driver
+ * model, except that while it asks for the same segments as torch did they
+ * go where torch's went (as the driver gives a process the same addresses
+ * for the same calls; docs/whatif.md).
  * capacity (0: an H200's) and memory_fraction are the device's memory and
  * set_per_process_memory_fraction. history_path writes a snapshot of the
  * replay itself. addresses_file, maps_file, record_addresses and va_mode

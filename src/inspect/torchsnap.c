@@ -228,7 +228,7 @@ static tcuda_status keep_frames(conv *c, size_t req, const tc_pv *frames) {
  * on: cuDNN's convolution and cuBLAS try a workspace and take a smaller one
  * when it fails. Their frames point there; with no frames (an autograd
  * thread) the tell is a smaller request right after, with no free between. */
-static int library_frames(const char *json) {
+int tc_hist_library_frames(const char *json) {
   static const char *marks[] = {"cudnn", "cuDNN", "cublas", "cuBLAS", "orkspace", "_conv_forward", "convolution"};
   for (size_t k = 0; k < sizeof marks / sizeof *marks; k++)
     if (strstr(json, marks[k])) return 1;
@@ -275,7 +275,7 @@ static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, 
     } else {
       h->recorded_ooms++;
       int lib = h->num_frames && h->frames_req[h->num_frames - 1] == h->num_requests - 1 &&
-                library_frames(h->frames_json[h->num_frames - 1]);
+                tc_hist_library_frames(h->frames_json[h->num_frames - 1]);
       if (!lib && !(h->num_frames && h->frames_req[h->num_frames - 1] == h->num_requests - 1)) {
         /* no frames: a smaller request next, before any free */
         for (size_t k = i + 1; k < n && k < i + 64; k++) {

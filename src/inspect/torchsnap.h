@@ -91,6 +91,9 @@ tcuda_status tc_hist_load_file(const char *func, const char *path, int device, t
 void tc_hist_free(tc_hist *h);
 /* The frames JSON of request `req`, or NULL. */
 const char *tc_hist_frames(const tc_hist *h, size_t req);
+/* 1 when frames (a JSON array) point into a library that retries smaller
+ * on an OOM: cuDNN, cuBLAS, workspace selection, a convolution. */
+int tc_hist_library_frames(const char *json);
 
 /* ---- histreplay.c ---- */
 

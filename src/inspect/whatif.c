@@ -24,6 +24,10 @@
 #define H200_BYTES 150109880320ULL
 #define GRID ((uint64_t)2 << 20)
 #define MAX_ROWS 256
+/* Every row follows torch's recorded segment addresses while it asks for
+ * the recorded segments (tc_hrun_opts.exact 2): on the H200 this predicted
+ * torch's min_limit where the driver model alone was 2 MiB low. */
+#define FOLLOW 2
 
 /* ---- the default sweep ---- */
 
@@ -53,7 +57,6 @@ typedef struct row {
   char config[512];
   const char *source;
   tc_alloc_config cfg;
-  int exact; /* follow torch's recorded addresses while the replay makes the same requests */
   tc_hrun_result res;
   int have_min;
   uint64_t min_limit;
@@ -75,7 +78,7 @@ static uint64_t up_grid(uint64_t v) { return (v + GRID - 1) / GRID * GRID; }
 
 /* Does the history run with no OOM under `limit`? */
 static tcuda_status probe(job *j, row *w, uint64_t limit, int *ok) {
-  tc_hrun_opts o = {.cfg = &w->cfg, .exact = w->exact ? 2 : 0, .capacity = j->o->capacity, .limit = limit,
+  tc_hrun_opts o = {.cfg = &w->cfg, .exact = FOLLOW, .capacity = j->o->capacity, .limit = limit,
                     .stop_at_oom = 1};
   tc_hrun_result r;
   tcuda_status s = tc_hist_run(j->func, j->h, &o, &r);
@@ -120,13 +123,13 @@ static tcuda_status min_limit(job *j, row *w, uint64_t peak_alloc, uint64_t peak
 
 static void run_row(job *j, row *w) {
   const tcuda_whatif_options_t *o = j->o;
-  tc_hrun_opts ro = {.cfg = &w->cfg, .exact = w->exact ? 2 : 0, .capacity = o->capacity,
+  tc_hrun_opts ro = {.cfg = &w->cfg, .exact = FOLLOW, .capacity = o->capacity,
                      .fraction = o->memory_fraction, .series_points = o->series_points};
   tcuda_status s = tc_hist_run(j->func, j->h, &ro, &w->res);
   uint64_t pa = w->res.peak_allocated, pr = w->res.peak_reserved;
   if (!s && !o->no_min_limit) {
     if (o->memory_fraction > 0) { /* the bounds come from a run with no limit */
-      tc_hrun_opts free_run = {.cfg = &w->cfg, .exact = w->exact ? 2 : 0, .capacity = o->capacity};
+      tc_hrun_opts free_run = {.cfg = &w->cfg, .exact = FOLLOW, .capacity = o->capacity};
       tc_hrun_result r;
       if (!(s = tc_hist_run(j->func, j->h, &free_run, &r))) {
         pa = r.peak_allocated;
@@ -165,7 +168,7 @@ static void put_series(tc_sbuf *b, const tc_hrun_result *r) {
 static int is_library_request(const tc_hist *h, size_t req) {
   const char *fr = tc_hist_frames(h, req);
   if (req < h->num_requests && (h->ops[h->req_op[req]].flags & HOP_F_ADAPTIVE)) return 1;
-  return fr && (strstr(fr, "cudnn") || strstr(fr, "cublas") || strstr(fr, "orkspace") || strstr(fr, "_conv_forward"));
+  return fr && tc_hist_library_frames(fr);
 }
 
 static void put_row(tc_sbuf *b, const tc_hist *h, const row *w) {
@@ -307,7 +310,6 @@ static tcuda_status add_row(const char *F, row *rows, size_t *n, const char *con
     return tc_error(TCUDA_ERROR_CONFIG, "%s: config %zu is too long (%zu bytes)", F, *n, strlen(conf));
   snprintf(w->config, sizeof w->config, "%s", conf);
   w->source = source;
-  w->exact = 1;
   char src[96];
   snprintf(src, sizeof src, "%s: configs[%zu]", F, *n ? *n - 1 : 0);
   tc_alloc_config_default(&w->cfg);
@@ -326,7 +328,6 @@ static tcuda_status whatif(const char *F, tc_hist *h, const tcuda_whatif_options
   snprintf(rows[0].config, sizeof rows[0].config, "%s", h->conf_text);
   rows[0].source = "recorded";
   rows[0].cfg = h->cfg;
-  rows[0].exact = 1;
   n = 1;
   if (o->num_configs) {
     for (size_t i = 0; i < o->num_configs && !s; i++) {
@@ -495,7 +496,7 @@ tcuda_status tcuda_replay_snapshot_to(const char *snapshot_path, const tcuda_rep
     if (!(s = tc_hist_run(F, &h, &eo, &r))) tc_hrun_result_free(&r);
   }
   if (!s) {
-    tc_hrun_opts ro = {.cfg = &cfg, .exact = given ? 0 : 1, .capacity = opt->capacity,
+    tc_hrun_opts ro = {.cfg = &cfg, .exact = given ? FOLLOW : 1, .capacity = opt->capacity,
                        .fraction = opt->memory_fraction, .checkpoint = on_checkpoint, .user = &so,
                        .on_create = on_create, .on_oom = opt->on_oom, .oom_user = opt->on_oom_user};
     if (!given) ro.cfg = NULL;

@@ -63,14 +63,20 @@ def check_replay(cli, data, name):
     want = st["checkpoints"] + [st["end"]]
     if len(got) != len(want):
         return "%d elements, torch took %d snapshots (+ the end)" % (len(got), len(st["checkpoints"]))
-    truncated = any(v is None for el in got for v in el["stats"].values())
+    meta = st["meta"]
+    truncated = meta["entries"][0] >= meta["max_entries"]  # torch's ring buffer was full
     for i, (g, w) in enumerate(zip(got, want)):
         where = "end" if i == len(want) - 1 else "snapshot %d" % i
         for k in sorted(w):
             if k not in g["stats"]:
                 return "%s: key %s missing" % (where, k)
             gv = g["stats"][k]
-            if gv is None:
+            cumulative = k.startswith("num_") or k.endswith(".allocated") or k.endswith(".freed")
+            if gv is None and not (truncated and cumulative):
+                return "%s: %s is null" % (where, k)
+            if truncated and cumulative:
+                if gv is not None:
+                    return "%s: %s = %s, but the history's start was lost" % (where, k, gv)
                 continue
             if truncated and k.endswith(".peak"):
                 if gv > w[k]:
