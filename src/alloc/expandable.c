@@ -125,15 +125,18 @@ static uint64_t compact_budget(tc_alloc *a, uint64_t size) {
   return hw + (tenth > floor ? tenth : floor);
 }
 
-/* Compact policy: before mapping for a request of `size`, unmap free whole
- * pages of the default pools, largest free blocks first, until reserved
- * plus the request's pages fits the budget. A private pool keeps its pages:
+/* Compact policy: before mapping for a request of `size` bytes (rounded)
+ * into `pool`, unmap free whole pages of the default pools,
+ * largest free blocks first, until reserved plus its pages fits the budget and
+ * the memory fraction's limit. A private pool keeps its pages:
  * a captured graph still addresses the blocks it freed. Each stream is
  * synchronized once, before its first unmap: a freed block may still be in
  * use by kernels queued on it. */
-static tcuda_status compact_trim(tc_alloc *a, uint64_t size) {
+tcuda_status tc_compact_trim(tc_alloc *a, const tc_pool *pool, uint64_t size) {
+  if (pool->owner || capturing(a)) return TCUDA_SUCCESS; /* no sync under capture */
   uint64_t need = (size + TC_SMALL_BUFFER - 1) / TC_SMALL_BUFFER * TC_SMALL_BUFFER;
   uint64_t budget = compact_budget(a, size);
+  if (a->has_allowed && a->allowed_max < budget) budget = a->allowed_max;
   if (a->total_allocated + need <= budget) return TCUDA_SUCCESS;
   uint64_t excess = a->total_allocated + need - budget, found = 0;
   tc_block *pick[64];
@@ -172,8 +175,6 @@ static tcuda_status compact_trim(tc_alloc *a, uint64_t size) {
 int tc_try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, uint64_t size, tc_block **out,
                                    tcuda_status *err) {
   tcuda_status s = TCUDA_SUCCESS;
-  if (a->cfg.policy == TC_POLICY_COMPACT && !pool->owner && !capturing(a) && (s = compact_trim(a, size)))
-    return *err = s, -1;
   tc_block *c = find_expandable_block(a, pool, stream, size, &s);
   if (!c) return *err = s, -1;
   if (!c->mapped) {

@@ -142,6 +142,11 @@ static tcuda_status garbage_collect(tc_alloc *a) {
 static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) {
   if (is_retry) a->st.num_alloc_retries++;
   uint64_t size = tc_alloc_segment_size(p->size); /* only on a miss: not in params_init */
+  if (a->cfg.policy == TC_POLICY_COMPACT) { /* maps whole 2 MiB pages, at most the request's */
+    size = (p->size + TC_SMALL_BUFFER - 1) / TC_SMALL_BUFFER * TC_SMALL_BUFFER;
+    tcuda_status s = tc_compact_trim(a, p->pool, p->size);
+    if (s) return *err = s, -1;
+  }
   if (a->has_allowed && a->total_allocated + size > a->allowed_max) return 0;
   if (vmm_segments(a)) return tc_try_allocate_expandable(a, p->pool, p->stream, p->size, &p->block, err);
   tc_seg *seg = (tc_seg *)calloc(1, sizeof *seg);

@@ -675,6 +675,8 @@ int tc_try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, uint
 /* sync: synchronize the segment's stream first (0: the caller did). */
 tcuda_status tc_unmap_block(tc_alloc *a, tc_block *b, int sync);
 tcuda_status tc_release_expandable_segment(tc_alloc *a, tc_block *b);
+/* The compact policy, before mapping for a rounded request of `size`. */
+tcuda_status tc_compact_trim(tc_alloc *a, const tc_pool *pool, uint64_t size);
 
 /* ------------------------------------------------------------------ */
 /* events.c: record_stream's events                                     */
