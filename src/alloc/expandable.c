@@ -166,7 +166,7 @@ tcuda_status tc_compact_trim(tc_alloc *a, const tc_pool *pool, uint64_t size) {
     /* the split pieces and merges of one unmap touch only that block's
      * neighbours, which are never other picks: picks are free blocks, and
      * two free mapped blocks are never adjacent (they would have merged) */
-    tcuda_status s = tc_unmap_block(a, pick[i], 0);
+    tcuda_status s = tc_unmap_block(a, pick[i], TC_UNMAP_KEEP);
     if (s) return s;
   }
   return TCUDA_SUCCESS;
@@ -195,16 +195,17 @@ int tc_try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, uint
 }
 
 /* torch's unmap_block: give back the whole pages inside a free block. */
-tcuda_status tc_unmap_block(tc_alloc *a, tc_block *b, int sync) {
+tcuda_status tc_unmap_block(tc_alloc *a, tc_block *b, int flags) {
   tc_seg *seg = b->seg;
   uint64_t off = b->addr - seg->addr;
   uint64_t begin = (off + seg->page - 1) / seg->page, end = (off + b->size) / seg->page;
   if (begin >= end) return TCUDA_SUCCESS;
   tcuda_status s = reserve_blocks(a, 2);
   if (s) return s;
-  if (sync && (s = a->be->stream_synchronize(a->be->ctx, a->device, seg->stream))) return s;
+  if ((flags & TC_UNMAP_SYNC) && (s = a->be->stream_synchronize(a->be->ctx, a->device, seg->stream))) return s;
   uint64_t uaddr = seg->addr + begin * seg->page, usize = (end - begin) * seg->page;
-  s = a->be->unmap(a->be->ctx, a->device, uaddr, usize);
+  if ((flags & TC_UNMAP_KEEP) && a->be->unmap_keep) s = a->be->unmap_keep(a->be->ctx, a->device, uaddr, usize);
+  else s = a->be->unmap(a->be->ctx, a->device, uaddr, usize);
   if (s) return s;
   memset(seg->pmap + begin, 0, end - begin);
   tc_pool *pool = b->pool;

@@ -147,8 +147,17 @@ static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) 
     tcuda_status s = tc_compact_trim(a, p->pool, p->size);
     if (s) return *err = s, -1;
   }
-  if (a->has_allowed && a->total_allocated + size > a->allowed_max) return 0;
-  if (vmm_segments(a)) return tc_try_allocate_expandable(a, p->pool, p->stream, p->size, &p->block, err);
+  if (a->has_allowed && a->total_allocated + size > a->allowed_max) {
+    if (a->be->release_kept) a->be->release_kept(a->be->ctx, a->device);
+    return 0;
+  }
+  if (vmm_segments(a)) {
+    int r = tc_try_allocate_expandable(a, p->pool, p->stream, p->size, &p->block, err);
+    /* pages the trim kept and the mapping did not take go back now, so
+     * that reserved_bytes stays the physical memory held */
+    if (a->cfg.policy == TC_POLICY_COMPACT && a->be->release_kept) a->be->release_kept(a->be->ctx, a->device);
+    return r;
+  }
   tc_seg *seg = (tc_seg *)calloc(1, sizeof *seg);
   if (!seg) return *err = host_oom(), -1;
   uint64_t addr = 0;

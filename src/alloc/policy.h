@@ -672,8 +672,11 @@ tcuda_status tc_release_freeable_pools(tc_alloc *a);
 
 int tc_try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, uint64_t size, tc_block **out,
                                tcuda_status *err);
-/* sync: synchronize the segment's stream first (0: the caller did). */
-tcuda_status tc_unmap_block(tc_alloc *a, tc_block *b, int sync);
+/* flags: TC_UNMAP_SYNC synchronizes the segment's stream first (else the
+ * caller did); TC_UNMAP_KEEP keeps the pages for the next map (the
+ * caller then calls the backend's release_kept). */
+enum { TC_UNMAP_SYNC = 1, TC_UNMAP_KEEP = 2 };
+tcuda_status tc_unmap_block(tc_alloc *a, tc_block *b, int flags);
 tcuda_status tc_release_expandable_segment(tc_alloc *a, tc_block *b);
 /* The compact policy, before mapping for a rounded request of `size`. */
 tcuda_status tc_compact_trim(tc_alloc *a, const tc_pool *pool, uint64_t size);
