@@ -262,6 +262,57 @@ static void test_budget_churn(void) {
   CHECK(t.peak_used > c.peak_used);
 }
 
+/* Whole free pages: what unmapping could give back now. */
+static uint64_t reclaimable(void) {
+  tcuda_snapshot_t *s = NULL;
+  uint64_t n = 0;
+  CHECK_OK(tc_alloc_snapshot(FX.a, &s));
+  for (size_t i = 0; s && i < s->num_segments; i++)
+    for (size_t k = 0; k < s->segments[i].num_blocks; k++) {
+      const tcuda_block_info_t *b = &s->segments[i].blocks[k];
+      if (b->state != TCUDA_BLOCK_INACTIVE) continue;
+      uint64_t lo = (b->address + PAGE - 1) / PAGE, hi = (b->address + b->size) / PAGE;
+      if (hi > lo) n += (hi - lo) * PAGE;
+    }
+  tc_snapshot_free(s);
+  return n;
+}
+
+/* Many free holes, each with a single whole page, between small live
+ * blocks; then a request on another stream that needs more pages back than
+ * a few dozen holes hold. Enough whole free pages exist, so the rule says
+ * the mapping stays within the budget.
+ * KNOWN FAILURE (policy bug, for the lead): compact_trim picks at most 64
+ * free blocks per request, so it gives back 128 of the 280 MiB it must
+ * and maps past the budget (1474 MiB mapped, budget 1320 MiB). */
+static void test_budget_many_holes(void) {
+  fx_setup(COMPACT, TC_SIM_VA_ASCENDING, 0, 8 * GiB);
+  enum { N = 300 };
+  static uint64_t big[N], pin[N];
+  for (int k = 0; k < N; k++) {
+    big[k] = M(4 * MiB, 0);
+    pin[k] = M(512, 0);
+  }
+  for (int k = 0; k < N; k++) F(big[k]);
+  tcuda_memory_stats_t st = fx_stats();
+  uint64_t before = (uint64_t)CUR(st.reserved_bytes[TCUDA_STAT_ALL]), free_pages = reclaimable();
+  uint64_t peak = (uint64_t)st.allocated_bytes[TCUDA_STAT_ALL].peak, want = 400 * MiB;
+  uint64_t now = (uint64_t)CUR(st.allocated_bytes[TCUDA_STAT_ALL]) + want;
+  uint64_t bound = budget_of(peak > now ? peak : now);
+  CHECK(before + want > bound);               /* the budget wants pages back */
+  CHECK(before - free_pages + want <= bound); /* and enough are there */
+  uint64_t x = M(want, 1);
+  uint64_t used = tc_backend_sim_used(FX.sim);
+  if (used > bound)
+    fprintf(stderr, "  KNOWN FAILURE: %.1f MiB mapped after the request, budget %.1f MiB, %.1f MiB of whole free pages "
+            "were there in %d holes\n", (double)used / MiB, (double)bound / MiB, (double)free_pages / MiB, N);
+  CHECK(used <= bound);
+  CHECK(consistent("many holes", 0));
+  F(x);
+  for (int k = 0; k < N; k++) F(pin[k]);
+  fx_teardown();
+}
+
 /* ------------------------------------------------------------------ */
 /* 3. record_stream                                                     */
 
@@ -519,6 +570,25 @@ static void test_device_oom_retry(void) {
   fx_teardown();
 }
 
+/* The fraction bounds what the allocator holds (docs/allocator.md, "Memory
+ * fraction"). Under compact a 3 MiB request maps 2 MiB pages, not a
+ * 20 MiB segment, so with 40 of 50 MiB held it fits (44 MiB).
+ * KNOWN FAILURE (policy bug, for the lead): alloc_block checks the limit
+ * against tc_alloc_segment_size (20 MiB for 1-10 MiB requests), not the
+ * pages compact would map, and reports "Tried to allocate 20.00 MiB". */
+static void test_fraction_counts_pages(void) {
+  fx_setup(COMPACT, TC_SIM_VA_ASCENDING, 0, 100 * MiB);
+  CHECK_OK(tc_alloc_set_memory_fraction(FX.a, 0.5));
+  uint64_t x = M(40 * MiB, 0), y = 0;
+  tcuda_status st = tc_alloc_malloc(FX.a, 3 * MiB, 0, &y);
+  if (st) fprintf(stderr, "  KNOWN FAILURE: %s\n", tcuda_last_error());
+  CHECK_OK(st);
+  CHECK(tc_backend_sim_used(FX.sim) <= 44 * MiB);
+  if (y) F(y);
+  F(x);
+  fx_teardown();
+}
+
 /* ------------------------------------------------------------------ */
 /* 7. stats keep their meaning                                          */
 
@@ -769,8 +839,9 @@ static void test_config_key(void) {
   fx_teardown();
 }
 
-TC_MAIN(T(test_reserved_is_mapped_random), T(test_budget_churn), T(test_record_stream_pages_stay),
+TC_MAIN(T(test_reserved_is_mapped_random), T(test_budget_churn), T(test_budget_many_holes),
+        T(test_record_stream_pages_stay),
         T(test_record_stream_only_candidate), T(test_private_pool_keeps_pages),
         T(test_empty_cache_unmaps_free_pages), T(test_fraction_limit_and_retry), T(test_device_oom_retry),
-        T(test_stats_by_request_size), T(test_stats_boundary_and_pending),
+        T(test_fraction_counts_pages), T(test_stats_by_request_size), T(test_stats_boundary_and_pending),
         T(test_snapshot_adds_up), T(test_config_key))
