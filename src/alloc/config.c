@@ -355,8 +355,8 @@ int64_t tc_alloc_config_int(const tc_alloc_config *cfg, const tc_config_key *d, 
   }
   case TC_KEY_BOOL: return *(const int *)field != 0;
   case TC_KEY_DIVISIONS: return slot >= 0 && slot < TC_ROUNDUP_SLOTS ? ((const unsigned *)field)[slot] : 0;
-  case TC_KEY_FRACTION: /* tc_alloc_config_real */
   case TC_KEY_POLICY: return *(const int *)field;
+  case TC_KEY_FRACTION: /* tc_alloc_config_real */
   case TC_KEY_BACKEND:
   case TC_KEY_THREADS: break;
   }

@@ -125,49 +125,63 @@ static uint64_t compact_budget(tc_alloc *a, uint64_t size) {
   return hw + (tenth > floor ? tenth : floor);
 }
 
-/* Compact policy: before mapping for a request of `size` bytes (rounded)
- * into `pool`, unmap free whole pages of the default pools,
- * largest free blocks first, until reserved plus its pages fits the budget and
- * the memory fraction's limit. A private pool keeps its pages:
- * a captured graph still addresses the blocks it freed. Each stream is
- * synchronized once, before its first unmap: a freed block may still be in
- * use by kernels queued on it. */
-tcuda_status tc_compact_trim(tc_alloc *a, const tc_pool *pool, uint64_t size) {
-  if (pool->owner || capturing(a)) return TCUDA_SUCCESS; /* no sync under capture */
-  uint64_t need = (size + TC_SMALL_BUFFER - 1) / TC_SMALL_BUFFER * TC_SMALL_BUFFER;
-  uint64_t budget = compact_budget(a, size);
-  if (a->has_allowed && a->allowed_max < budget) budget = a->allowed_max;
-  if (a->total_allocated + need <= budget) return TCUDA_SUCCESS;
-  uint64_t excess = a->total_allocated + need - budget, found = 0;
-  tc_block *pick[64];
-  uint64_t synced[8];
-  size_t n = 0, nsynced = 0;
+#define TRIM_ROUND 64
+
+/* Up to TRIM_ROUND free blocks of the default pools with whole pages,
+ * largest first, until their pages add up to `want`; adds them to *found. */
+static size_t trim_pick(tc_alloc *a, tc_block **pick, uint64_t want, uint64_t *found) {
+  size_t n = 0;
   tc_pool *pools[2] = {&a->large, &a->small};
-  for (int k = 0; k < 2 && found < excess; k++) {
-    for (tc_block *b = tc_bs_last(&pools[k]->blocks); b && found < excess && n < 64; b = tc_bs_prev(&pools[k]->blocks, b)) {
+  for (int k = 0; k < 2 && *found < want; k++) {
+    tc_bset *set = &pools[k]->blocks;
+    for (tc_block *b = tc_bs_last(set); b && *found < want && n < TRIM_ROUND; b = tc_bs_prev(set, b)) {
       tc_seg *seg = b->seg;
       if (!seg->expandable) continue;
       uint64_t off = b->addr - seg->addr;
       uint64_t begin = (off + seg->page - 1) / seg->page, end = (off + b->size) / seg->page;
       if (begin >= end) continue;
       pick[n++] = b;
-      found += (end - begin) * seg->page;
+      *found += (end - begin) * seg->page;
     }
   }
-  for (size_t i = 0; i < n; i++) {
-    uint64_t st = pick[i]->seg->stream;
-    size_t j = 0;
-    while (j < nsynced && synced[j] != st) j++;
-    if (j == nsynced) {
-      tcuda_status s = a->be->stream_synchronize(a->be->ctx, a->device, st);
+  return n;
+}
+
+/* Compact policy: before mapping for a request of `size` bytes (rounded)
+ * into `pool`, unmap free whole pages of the default pools, largest free
+ * blocks first, until reserved plus its pages fits the budget and the
+ * memory fraction's limit. A private pool keeps its pages: a captured graph
+ * still addresses the blocks it freed. Each stream is synchronized once,
+ * before its first unmap: a freed block may still be in use by kernels
+ * queued on it. */
+tcuda_status tc_compact_trim(tc_alloc *a, const tc_pool *pool, uint64_t size) {
+  if (pool->owner || capturing(a)) return TCUDA_SUCCESS; /* no sync under capture */
+  uint64_t need = (size + TC_SMALL_BUFFER - 1) / TC_SMALL_BUFFER * TC_SMALL_BUFFER;
+  uint64_t budget = compact_budget(a, size);
+  if (a->has_allowed && a->allowed_max < budget) budget = a->allowed_max;
+  if (a->total_allocated + need <= budget) return TCUDA_SUCCESS;
+  uint64_t excess = a->total_allocated + need - budget, found = 0, given = 0, synced[8];
+  size_t nsynced = 0, n = TRIM_ROUND;
+  /* in rounds: an unmap changes the free set, so each round picks afresh */
+  while (n == TRIM_ROUND && found < excess) {
+    tc_block *pick[TRIM_ROUND];
+    n = trim_pick(a, pick, excess, &found);
+    for (size_t i = 0; i < n && given < excess; i++) {
+      uint64_t st = pick[i]->seg->stream;
+      size_t j = 0;
+      while (j < nsynced && synced[j] != st) j++;
+      if (j == nsynced) {
+        tcuda_status s = a->be->stream_synchronize(a->be->ctx, a->device, st);
+        if (s) return s;
+        if (nsynced < 8) synced[nsynced++] = st;
+      }
+      /* one unmap's splits and merges touch only that block's neighbours,
+       * never another pick: two free mapped blocks are never adjacent */
+      uint64_t before = a->total_allocated;
+      tcuda_status s = tc_unmap_block(a, pick[i], TC_UNMAP_KEEP, excess - given);
       if (s) return s;
-      if (nsynced < 8) synced[nsynced++] = st;
+      given += before - a->total_allocated;
     }
-    /* the split pieces and merges of one unmap touch only that block's
-     * neighbours, which are never other picks: picks are free blocks, and
-     * two free mapped blocks are never adjacent (they would have merged) */
-    tcuda_status s = tc_unmap_block(a, pick[i], TC_UNMAP_KEEP);
-    if (s) return s;
   }
   return TCUDA_SUCCESS;
 }
@@ -195,11 +209,13 @@ int tc_try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, uint
 }
 
 /* torch's unmap_block: give back the whole pages inside a free block. */
-tcuda_status tc_unmap_block(tc_alloc *a, tc_block *b, int flags) {
+tcuda_status tc_unmap_block(tc_alloc *a, tc_block *b, int flags, uint64_t most) {
   tc_seg *seg = b->seg;
   uint64_t off = b->addr - seg->addr;
   uint64_t begin = (off + seg->page - 1) / seg->page, end = (off + b->size) / seg->page;
   if (begin >= end) return TCUDA_SUCCESS;
+  uint64_t cap = most / seg->page + (most % seg->page != 0); /* the top pages: low addresses are placed first */
+  if (end - begin > cap) begin = end - cap;
   tcuda_status s = reserve_blocks(a, 2);
   if (s) return s;
   if ((flags & TC_UNMAP_SYNC) && (s = a->be->stream_synchronize(a->be->ctx, a->device, seg->stream))) return s;

@@ -676,7 +676,8 @@ int tc_try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, uint
  * caller did); TC_UNMAP_KEEP keeps the pages for the next map (the
  * caller then calls the backend's release_kept). */
 enum { TC_UNMAP_SYNC = 1, TC_UNMAP_KEEP = 2 };
-tcuda_status tc_unmap_block(tc_alloc *a, tc_block *b, int flags);
+/* At most `most` bytes (rounded up to pages), the block's highest pages. */
+tcuda_status tc_unmap_block(tc_alloc *a, tc_block *b, int flags, uint64_t most);
 tcuda_status tc_release_expandable_segment(tc_alloc *a, tc_block *b);
 /* The compact policy, before mapping for a rounded request of `size`. */
 tcuda_status tc_compact_trim(tc_alloc *a, const tc_pool *pool, uint64_t size);
