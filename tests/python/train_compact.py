@@ -101,6 +101,8 @@ def run(mode, cycles):
             hint = (" (this libtcuda has no compact policy: it needs the `policy` key of TCUDA_ALLOC_CONF)"
                     if mode == "compact" else "")
             raise SystemExit("FAIL: libtcuda rejects TCUDA_ALLOC_CONF=%r: %s%s" % (conf, e, hint))
+        if mode == "compact" and COMPACT_CONF not in settings.split(","):
+            raise SystemExit("FAIL: TCUDA_ALLOC_CONF=%r but libtcuda's config is %r" % (conf, settings))
         tcuda.interop.use_in_torch()  # before torch's first CUDA allocation
         reserved = lambda: tcuda.memory_reserved(0)
         empty_cache = tcuda.empty_cache  # torch does not forward empty_cache to a pluggable allocator
