@@ -44,6 +44,7 @@
 
 #include "tcuda.h"
 #include "alloc/alloc.h" /* the policy on the simulated device, for (g) */
+#include "bench_util.h"
 #ifdef BENCH_HAVE_C10
 #include "c10_alloc_shim.h"
 #endif
@@ -55,25 +56,9 @@ extern char **environ;
 
 static double g_scale = 1.0;
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static long scaled(long n) {
   long v = (long)((double)n * g_scale);
   return v < 10 ? 10 : v;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* Threads that start together: each runs fn(th_arg) and waits on `start`
@@ -113,16 +98,6 @@ static double run_threads(int n, int trials, void *(*fn)(void *), const void *ct
   }
   return g_failed ? NAN : median(trial, trials);
 }
-
-/* splitmix64: the same sequence on every platform, so every allocator and
- * every run sees the same workload. */
-static uint64_t rng_next(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0); }
 
 /* ------------------------------------------------------------------ */
 /* The three allocators behind one interface. stream: a cudaStream_t or NULL
@@ -621,21 +596,23 @@ static int frag_child(const char *variant) {
   return 0;
 }
 
-/* Parent side: run this binary as a child for one variant; returns the
- * ratio, or NAN with *why set. */
-static double frag_variant(const char *self, const char *variant, char *why, size_t why_len,
-                           long long *res_out, long long *alloc_out) {
+/* Parent side: run this binary as `self MODE VARIANT` and collect its
+ * stdout in buf (the child's stderr stays ours). 0 when it ran; -1 with
+ * *why set when it could not start. *status is waitpid's. */
+static int run_child(const char *self, const char *mode, const char *variant, char *buf, size_t n, int *status,
+                     char *why, size_t why_len) {
   int fds[2];
-  snprintf(why, why_len, "child failed");
+  buf[0] = 0;
+  *status = 0;
   if (pipe(fds)) {
     snprintf(why, why_len, "pipe: %s", strerror(errno));
-    return NAN;
+    return -1;
   }
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
   posix_spawn_file_actions_addclose(&fa, fds[0]);
-  char *argv[] = {(char *)self, "--frag", (char *)variant, NULL};
+  char *argv[] = {(char *)self, (char *)mode, (char *)variant, NULL};
   pid_t pid;
   int rc = posix_spawn(&pid, self, &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
@@ -643,19 +620,36 @@ static double frag_variant(const char *self, const char *variant, char *why, siz
   if (rc) {
     close(fds[0]);
     snprintf(why, why_len, "posix_spawn: %s", strerror(rc));
-    return NAN;
+    return -1;
   }
-  char buf[4096];
   size_t len = 0;
   ssize_t r;
-  while ((r = read(fds[0], buf + len, sizeof buf - 1 - len)) > 0 && len < sizeof buf - 1) len += (size_t)r;
+  char sink[512];
+  /* read to the end even past a full buffer, so the child never blocks on the pipe */
+  while ((r = len < n - 1 ? read(fds[0], buf + len, n - 1 - len) : read(fds[0], sink, sizeof sink)) > 0)
+    if (len < n - 1) len += (size_t)r;
   buf[len] = 0;
   close(fds[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
+  waitpid(pid, status, 0);
+  return 0;
+}
+
+static void child_died(char *why, size_t why_len, int st) {
+  if (WIFSIGNALED(st))
+    snprintf(why, why_len, "child killed by signal %d without a result", WTERMSIG(st));
+  else
+    snprintf(why, why_len, "child exited %d without a result", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
+
+/* One (e) variant in a child; returns the ratio, or NAN with *why set. */
+static double frag_variant(const char *self, const char *variant, char *why, size_t why_len,
+                           long long *res_out, long long *alloc_out) {
+  char buf[4096];
+  int st;
+  if (run_child(self, "--frag", variant, buf, sizeof buf, &st, why, why_len)) return NAN;
   char *line = strstr(buf, "FRAG ");
   if (!line) {
-    snprintf(why, why_len, "child exited %d without a result", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    child_died(why, why_len, st);
     return NAN;
   }
   char *nl = strchr(line, '\n');
