@@ -24,6 +24,11 @@
  *       (record_stream), freed; the block waits for an event on B. For
  *       cudaMallocAsync the same safety is an event on B that A waits for
  *       before cudaFreeAsync                                    ns per round
+ *   (h) churn: an RL fine-tuning loop (a rollout whose K/V caches grow,
+ *       then a training step on it) that moves the layout through memory
+ *       while the live total comes near its peak (alloc_churn.c). Its
+ *       timing comes with (i); --churn-sim CONF runs it on the simulated
+ *       device under the config CONF (no GPU needed)
  *
  * Prints RESULT lines (format: bench/run-gpu). BENCH_ALLOC_SCALE=0.1 runs
  * fewer iterations. Without a GPU it prints SKIPPED and exits 0. */
@@ -44,6 +49,7 @@
 
 #include "tcuda.h"
 #include "alloc/alloc.h" /* the policy on the simulated device, for (g) */
+#include "alloc_churn.h"
 #include "bench_util.h"
 #ifdef BENCH_HAVE_C10
 #include "c10_alloc_shim.h"
@@ -701,6 +707,7 @@ static void run_all(const char *label, double out[A_COUNT], double (*fn)(const b
 }
 
 static long g_iters_pair, g_iters_mix_warm, g_iters_mix, g_iters_thr;
+static long g_ch_warm, g_ch_steps; /* (h): warm-up steps, steps per timed trial */
 static mix_seq g_mix;
 
 /* (b): each allocator keeps its own live set between its turns. */
@@ -735,10 +742,13 @@ static double do_threads(const bench_alloc *A, void *arg) { return pattern_threa
 static long g_iters_cross;
 
 int main(int argc, char **argv) {
-  if (argc >= 3 && !strcmp(argv[1], "--frag")) return frag_child(argv[2]);
-  setvbuf(stdout, NULL, _IOLBF, 0);
   const char *sc = getenv("BENCH_ALLOC_SCALE");
   if (sc && atof(sc) > 0) g_scale = atof(sc);
+  g_ch_warm = 4;
+  g_ch_steps = g_scale >= 1.0 / 12 ? (long)(6 * g_scale + 0.5) : 1; /* per trial, 5 trials */
+  if (argc >= 3 && !strcmp(argv[1], "--frag")) return frag_child(argv[2]);
+  if (argc >= 3 && !strcmp(argv[1], "--churn-sim")) return churn_sim(argv[2], g_ch_warm, g_ch_steps);
+  setvbuf(stdout, NULL, _IOLBF, 0);
 
   if (tcuda_device_count() < 1) {
     printf("SKIPPED bench_alloc: no CUDA device (%s)\n", tcuda_unavailable_reason());
