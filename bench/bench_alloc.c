@@ -26,8 +26,12 @@
  *       before cudaFreeAsync                                    ns per round
  *   (h) churn: an RL fine-tuning loop (a rollout whose K/V caches grow,
  *       then a training step on it) that moves the layout through memory
- *       while the live total comes near its peak (alloc_churn.c). Its
- *       timing comes with (i); --churn-sim CONF runs it on the simulated
+ *       while the live total comes near its peak (alloc_churn.c)
+ *                                                               ns per pair
+ *   (i) policy:compact against tcuda's torch-identical policy: (a), (b)
+ *       and (h), each variant in fresh child processes (--policy VARIANT),
+ *       rounds alternating which goes first; and whether (h) made compact
+ *       unmap and map pages. --churn-sim CONF runs (h) on the simulated
  *       device under the config CONF (no GPU needed)
  *
  * Prints RESULT lines (format: bench/run-gpu). BENCH_ALLOC_SCALE=0.1 runs
@@ -59,6 +63,7 @@ extern char **environ;
 
 #define NTHREADS 8
 #define SIZE_4K 4096
+#define MIB (1024.0 * 1024.0)
 
 static double g_scale = 1.0;
 
@@ -741,6 +746,226 @@ static void mixed_interleaved(double out[A_COUNT]) {
 static double do_threads(const bench_alloc *A, void *arg) { return pattern_threads(A, (void *const *)arg, g_iters_thr); }
 static long g_iters_cross;
 
+/* ------------------------------------------------------------------ */
+/* (i) policy:compact against the torch-identical policy: (a), (b) and (h).
+ * The policy is a process-wide setting, so each variant runs in a fresh
+ * child (this binary --policy torch|compact) that prints
+ *   POLICY pair NS
+ *   POLICY mixed NS MAPS UNMAPS
+ *   POLICY churn NS MAPS UNMAPS UNMAPPED_BYTES PEAK_RESERVED PEAK_ALLOCATED
+ * or POLICY NA REASON; maps and unmaps are counted over the timed part. */
+
+static int tc_stats0(tcuda_memory_stats_t *st) {
+  if (tcuda_memory_stats(0, st) == TCUDA_SUCCESS) return 0;
+  note_failure("tcuda_memory_stats", tcuda_last_error());
+  return -1;
+}
+static int churn_tc_alloc(void **p, size_t n) { return tcb_alloc(p, n, NULL); }
+static int churn_tc_free(void *p) {
+  if (tcuda_free(p) == TCUDA_SUCCESS) return 0;
+  note_failure("tcuda_free", tcuda_last_error());
+  return -1;
+}
+
+static double mixed_timed(const bench_alloc *A, tcuda_memory_stats_t *s0, tcuda_memory_stats_t *s1) {
+  static mix_run r;
+  double trial[5];
+  if (tc_stats0(s0) || mix_start(A, &g_mix, &r, g_iters_mix_warm)) return NAN;
+  for (int t = 0; t < 5; t++) {
+    uint64_t t0 = now_ns();
+    if (mix_step(A, &g_mix, &r, g_iters_mix)) return NAN;
+    trial[t] = (double)(now_ns() - t0) / (double)g_iters_mix;
+  }
+  if (tc_stats0(s1)) return NAN;
+  for (int j = 0; j < MIX_LIVE; j++) A->free(r.live[j], NULL);
+  return g_failed ? NAN : median(trial, 5);
+}
+
+static int policy_child(const char *variant) {
+  unsetenv("TCUDA_ALLOC_CONF");
+  unsetenv("PYTORCH_CUDA_ALLOC_CONF");
+  unsetenv("PYTORCH_ALLOC_CONF");
+  alarm(60); /* a hung child must not hold up the whole run */
+  if (tcuda_device_count() < 1) {
+    printf("POLICY NA no CUDA device (%s)\n", tcuda_unavailable_reason());
+    return 0;
+  }
+  if (!strcmp(variant, "compact")) {
+    if (tcuda_allocator_set_config("policy:compact") != TCUDA_SUCCESS) {
+      printf("POLICY NA tcuda_allocator_set_config(\"policy:compact\"): %s\n", tcuda_last_error());
+      return 0;
+    }
+  } else if (strcmp(variant, "torch")) {
+    printf("POLICY NA unknown variant %s\n", variant);
+    return 2;
+  }
+  if (tcuda_init() != TCUDA_SUCCESS) {
+    printf("POLICY NA tcuda_init: %s\n", tcuda_last_error());
+    return 0;
+  }
+  if (mix_seq_make(&g_mix, g_iters_mix_warm + 5 * g_iters_mix)) {
+    printf("POLICY NA host out of memory\n");
+    return 0;
+  }
+  bench_alloc *A = &g_allocs[A_TCUDA];
+  A->available = 1;
+  {
+    volatile uint64_t sink = 0;
+    for (uint64_t t0 = now_ns(); now_ns() - t0 < 100000000ull;) sink += t0;
+  }
+  tcuda_memory_stats_t s0, s1;
+  memset(&s0, 0, sizeof s0);
+  memset(&s1, 0, sizeof s1);
+  /* Each pattern's peak allocated is larger than the one before, so the
+   * budget that compact derives from the peak so far is each one's own. */
+  double ns = pattern_pairs(A, NULL, g_iters_pair);
+  if (isnan(ns)) fprintf(stderr, "bench_alloc: pair under policy:%s failed: %s\n", variant, g_fail_msg);
+  printf("POLICY pair %.6g\n", ns);
+  g_failed = 0;
+  tcuda_empty_cache();
+  ns = mixed_timed(A, &s0, &s1);
+  if (isnan(ns)) fprintf(stderr, "bench_alloc: mixed under policy:%s failed: %s\n", variant, g_fail_msg);
+  printf("POLICY mixed %.6g %lld %lld\n", ns, (long long)(s1.num_device_alloc - s0.num_device_alloc),
+         (long long)(s1.num_device_free - s0.num_device_free));
+  g_failed = 0;
+  tcuda_empty_cache();
+  tcuda_reset_peak_memory_stats(0); /* the churn's peaks are its own */
+  memset(&s0, 0, sizeof s0);
+  memset(&s1, 0, sizeof s1);
+  churn_allocator ca = {churn_tc_alloc, churn_tc_free, tc_stats0};
+  ns = churn_timed(&ca, g_ch_warm, 5, g_ch_steps, &s0, &s1);
+  if (isnan(ns)) fprintf(stderr, "bench_alloc: churn under policy:%s failed: %s\n", variant, g_fail_msg);
+  printf("POLICY churn %.6g %lld %lld %lld %lld %lld\n", ns, (long long)(s1.num_device_alloc - s0.num_device_alloc),
+         (long long)(s1.num_device_free - s0.num_device_free),
+         (long long)(s1.reserved_bytes[TCUDA_STAT_ALL].freed - s0.reserved_bytes[TCUDA_STAT_ALL].freed),
+         (long long)s1.reserved_bytes[TCUDA_STAT_ALL].peak, (long long)s1.allocated_bytes[TCUDA_STAT_ALL].peak);
+  return 0;
+}
+
+enum { P_CHURN, P_PAIR, P_MIXED, P_COUNT };
+typedef struct policy_res {
+  double ns[P_COUNT];
+  long long ch_maps, ch_unmaps, ch_unmapped, ch_peak_res, ch_peak_alloc, mix_maps, mix_unmaps;
+} policy_res;
+
+/* One child; 0 with *out filled, -1 with *why set. */
+static int policy_variant(const char *self, const char *variant, policy_res *out, char *why, size_t why_len) {
+  char buf[4096];
+  int st, got = 0;
+  for (int p = 0; p < P_COUNT; p++) out->ns[p] = NAN;
+  if (run_child(self, "--policy", variant, buf, sizeof buf, &st, why, why_len)) return -1;
+  for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+    if (!strncmp(line, "POLICY NA ", 10)) {
+      snprintf(why, why_len, "%s", line + 10);
+      return -1;
+    }
+    got |= (sscanf(line, "POLICY churn %lf %lld %lld %lld %lld %lld", &out->ns[P_CHURN], &out->ch_maps,
+                   &out->ch_unmaps, &out->ch_unmapped, &out->ch_peak_res, &out->ch_peak_alloc) == 6) << P_CHURN;
+    got |= (sscanf(line, "POLICY pair %lf", &out->ns[P_PAIR]) == 1) << P_PAIR;
+    got |= (sscanf(line, "POLICY mixed %lf %lld %lld", &out->ns[P_MIXED], &out->mix_maps, &out->mix_unmaps) == 3)
+           << P_MIXED;
+  }
+  if (got != (1 << P_COUNT) - 1) {
+    child_died(why, why_len, st);
+    return -1;
+  }
+  return 0;
+}
+
+/* Median over the rounds; NA if any round failed, so a failure is not hidden. */
+static double rounds_median(const policy_res *r, int n, int p) {
+  double v[16];
+  if (n < 1) return NAN;
+  for (int i = 0; i < n; i++) {
+    if (isnan(r[i].ns[p])) return NAN;
+    v[i] = r[i].ns[p];
+  }
+  return median(v, n);
+}
+
+static void policy_row(const char *metric, double v, double ref, const char *unit, const char *target) {
+  char tv[32], rv[32];
+  fmt(tv, sizeof tv, v);
+  fmt(rv, sizeof rv, ref);
+  printf("RESULT name=alloc metric=%s tcuda=%s ref_name=tcuda-torch-policy ref=%s unit=%s target=%s\n", metric, tv, rv,
+         unit, target);
+}
+
+/* Rounds alternate which variant goes first, against the host's drift; each
+ * figure is the median over the rounds of each child's median trial. */
+static void policy_compare(const char *self) {
+  enum { MAX_ROUNDS = 15 };
+  static const char *names[2] = {"compact", "torch"};
+  int rounds = 5;
+  const char *e = getenv("BENCH_ALLOC_POLICY_ROUNDS");
+  if (e && atoi(e) >= 1) rounds = atoi(e) < MAX_ROUNDS ? atoi(e) : MAX_ROUNDS;
+  policy_res r[2][MAX_ROUNDS];
+  int n[2] = {0, 0}, dead[2] = {0, 0}, children = 0;
+  char why[2][512] = {"", ""};
+  uint64_t t0 = now_ns();
+  for (int k = 0; k < rounds; k++) {
+    if (k > 0 && now_ns() - t0 > 90000000000ull) { /* within run-gpu's time for the whole binary */
+      printf("bench_alloc: policy comparison: stopped after %d rounds (over 90 s)\n", k);
+      break;
+    }
+    for (int j = 0; j < 2; j++) {
+      int v = k % 2 ? 1 - j : j;
+      if (dead[v] || (v == 1 && dead[0] && n[1] >= 1)) continue; /* compact NA: one reference run is enough */
+      children++;
+      if (policy_variant(self, names[v], &r[v][n[v]], why[v], sizeof why[v]))
+        dead[v] = 1;
+      else
+        n[v]++;
+    }
+  }
+  for (int v = 0; v < 2; v++) {
+    if (dead[v]) printf("bench_alloc: policy:%s: NA (%s)\n", names[v], why[v]);
+    for (int i = 0; i < n[v]; i++)
+      printf("bench_alloc: policy:%s round %d: pair %.4g ns, mixed %.4g ns (%lld maps, %lld unmaps), churn %.4g ns "
+             "(%lld maps, %lld unmaps of %.1f MiB in its timed steps)\n",
+             names[v], i, r[v][i].ns[P_PAIR], r[v][i].ns[P_MIXED], r[v][i].mix_maps, r[v][i].mix_unmaps,
+             r[v][i].ns[P_CHURN], r[v][i].ch_maps, r[v][i].ch_unmaps, (double)r[v][i].ch_unmapped / MIB);
+  }
+  /* a compact child that failed after some rounds must not pass on the others */
+  double c[P_COUNT], t[P_COUNT];
+  for (int p = 0; p < P_COUNT; p++) {
+    c[p] = dead[0] ? NAN : rounds_median(r[0], n[0], p);
+    t[p] = rounds_median(r[1], n[1], p);
+  }
+  policy_row("compact_pair_ns", c[P_PAIR], t[P_PAIR], "ns", "<=ref*1.2 (4 KiB alloc+free, cached)");
+  policy_row("compact_mixed_ns", c[P_MIXED], t[P_MIXED], "ns", "<=ref*1.2 (one free + one alloc, 1000 live)");
+  policy_row("compact_churn_ns", c[P_CHURN], t[P_CHURN], "ns", "<=ref*1.2 (per alloc+free pair)");
+
+  /* the churn must make compact give pages back: the fewest over the rounds */
+  double unmaps = NAN, maps = NAN, peak_res = NAN, t_unmaps = NAN, t_maps = NAN, t_res = NAN, t_alloc = NAN;
+  for (int i = 0; i < n[0] && !dead[0]; i++) {
+    if (isnan(unmaps) || r[0][i].ch_unmaps < unmaps) unmaps = (double)r[0][i].ch_unmaps;
+    if (isnan(maps) || r[0][i].ch_maps < maps) maps = (double)r[0][i].ch_maps;
+    if (isnan(peak_res) || r[0][i].ch_peak_res / MIB > peak_res) peak_res = (double)r[0][i].ch_peak_res / MIB;
+  }
+  for (int i = 0; i < n[1]; i++) {
+    if (isnan(t_unmaps) || r[1][i].ch_unmaps > t_unmaps) t_unmaps = (double)r[1][i].ch_unmaps;
+    if (isnan(t_maps) || r[1][i].ch_maps > t_maps) t_maps = (double)r[1][i].ch_maps;
+    if (isnan(t_res) || r[1][i].ch_peak_res / MIB > t_res) t_res = (double)r[1][i].ch_peak_res / MIB;
+    if (isnan(t_alloc) || r[1][i].ch_peak_alloc / MIB > t_alloc) t_alloc = (double)r[1][i].ch_peak_alloc / MIB;
+  }
+  policy_row("compact_churn_unmaps", unmaps, t_unmaps, "count",
+             ">0 (pages given back in the timed steps; fewest over the rounds)");
+  policy_row("compact_churn_maps", maps, t_maps, "count", ">0 (pages mapped again in the timed steps)");
+  if (!isnan(unmaps) && (unmaps <= 0 || maps <= 0))
+    printf("bench_alloc: FAILURE: under policy:compact the churn benchmark %s in its timed steps; it does not test "
+           "giving pages back\n", unmaps <= 0 ? "unmapped nothing" : "mapped nothing");
+  char target[160];
+  if (isnan(t_alloc))
+    snprintf(target, sizeof target, "info (no torch-policy peak allocated)");
+  else
+    snprintf(target, sizeof target, "<=%.1f (max(1.10 P, P + 4 MiB), P = torch policy's peak allocated %.1f MiB)",
+             fmax(1.10 * t_alloc, t_alloc + 4.0), t_alloc);
+  policy_row("compact_churn_peak_reserved", peak_res, t_res, "MiB", target);
+  printf("bench_alloc: policy comparison: %d child processes, %.1f s\n", children, (double)(now_ns() - t0) * 1e-9);
+  fflush(stdout);
+}
+
 int main(int argc, char **argv) {
   const char *sc = getenv("BENCH_ALLOC_SCALE");
   if (sc && atof(sc) > 0) g_scale = atof(sc);
@@ -748,6 +973,12 @@ int main(int argc, char **argv) {
   g_ch_steps = g_scale >= 1.0 / 12 ? (long)(6 * g_scale + 0.5) : 1; /* per trial, 5 trials */
   if (argc >= 3 && !strcmp(argv[1], "--frag")) return frag_child(argv[2]);
   if (argc >= 3 && !strcmp(argv[1], "--churn-sim")) return churn_sim(argv[2], g_ch_warm, g_ch_steps);
+  if (argc >= 3 && !strcmp(argv[1], "--policy")) {
+    g_iters_pair = scaled(100000);
+    g_iters_mix_warm = scaled(20000);
+    g_iters_mix = scaled(20000);
+    return policy_child(argv[2]);
+  }
   setvbuf(stdout, NULL, _IOLBF, 0);
 
   if (tcuda_device_count() < 1) {
@@ -854,15 +1085,15 @@ int main(int argc, char **argv) {
     }
   }
 
+  char self[4096];
+  ssize_t self_len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (self_len <= 0) {
+    snprintf(self, sizeof self, "%s", argv[0]);
+  } else {
+    self[self_len] = 0;
+  }
   /* (e) fragmentation, each variant in its own process */
   {
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) {
-      snprintf(self, sizeof self, "%s", argv[0]);
-    } else {
-      self[n] = 0;
-    }
     const char *variants[] = {"tcuda", "tcuda-expandable", "torch", "torch-expandable", "cudaMallocAsync"};
     double fr[5];
     for (int i = 0; i < 5; i++) {
@@ -883,6 +1114,9 @@ int main(int argc, char **argv) {
     double e2[A_COUNT] = {fr[1], fr[3], fr[4]};
     report("frag_expandable_peak_reserved_over_allocated", e2, "ratio", "<=torch*1.001");
   }
+
+  /* (i) policy:compact against the torch-identical policy, in child processes */
+  policy_compare(self);
 
   /* (f) last: a failure inside torch's C++ may end the process */
   if (have_streams) {
