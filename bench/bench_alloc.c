@@ -530,6 +530,36 @@ static int frag_run(const bench_alloc *A) {
   return g_failed ? -1 : 0;
 }
 
+/* --frag-trace FILE: the loop above as a replay trace (tests/data/torch/README.md),
+ * for bench_frag's table; no GPU needed. */
+static FILE *g_trace_out;
+static uintptr_t g_trace_id;
+static int trace_alloc(void **p, size_t n, void *stream) {
+  (void)stream;
+  *p = (void *)++g_trace_id;
+  fprintf(g_trace_out, "a %lu %zu\n", (unsigned long)g_trace_id, n);
+  return 0;
+}
+static void trace_free(void *p, void *stream) {
+  (void)stream;
+  fprintf(g_trace_out, "f %lu\n", (unsigned long)(uintptr_t)p);
+}
+static int frag_trace(const char *path) {
+  bench_alloc rec = {"trace", trace_alloc, trace_free, NULL, NULL, 1, ""};
+  g_trace_out = fopen(path, "w");
+  if (!g_trace_out) {
+    fprintf(stderr, "bench_alloc: %s: %s\n", path, strerror(errno));
+    return 1;
+  }
+  fprintf(g_trace_out, "# bench_alloc's fragmentation loop (frag_run), written by bench_alloc --frag-trace\n");
+  int rc = frag_run(&rec);
+  if (fclose(g_trace_out) || rc) {
+    fprintf(stderr, "bench_alloc: %s: could not write the trace\n", path);
+    return 1;
+  }
+  return 0;
+}
+
 /* Child: one variant, fresh process, prints "FRAG <peak_reserved> <peak_allocated>"
  * or "FRAG NA <reason>". */
 static int frag_child(const char *variant) {
@@ -972,6 +1002,7 @@ int main(int argc, char **argv) {
   g_ch_warm = 4;
   g_ch_steps = g_scale >= 1.0 / 12 ? (long)(6 * g_scale + 0.5) : 1; /* per trial, 5 trials */
   if (argc >= 3 && !strcmp(argv[1], "--frag")) return frag_child(argv[2]);
+  if (argc >= 3 && !strcmp(argv[1], "--frag-trace")) return frag_trace(argv[2]);
   if (argc >= 3 && !strcmp(argv[1], "--churn-sim")) return churn_sim(argv[2], g_ch_warm, g_ch_steps);
   if (argc >= 3 && !strcmp(argv[1], "--policy")) {
     g_iters_pair = scaled(100000);

@@ -58,6 +58,7 @@ RUNS = {
     "graph_pool": ("graph", "", None, 1000000, False),
     "kv_decoder": ("kv", "", None, 1000000, False),
     "unet": ("unet", "", None, 1000000, False),
+    "moe": ("moe", "", None, 1000000, False),
 }
 
 
@@ -238,7 +239,71 @@ def unet(torch, step_done):
         step_done(step)
 
 
-WORKLOADS = {"transformer": transformer, "cnn": cnn, "side": side, "graph": graph, "kv": kv, "unet": unet}
+def moe(torch, step_done):
+    """A mixture-of-experts decoder: a learned top-2 gate routes each token
+    to 2 of 8 expert MLPs, so the tokens per expert (and the experts'
+    activation sizes) change every step, as do batch and sequence length.
+    Every op is deterministic (math attention, no atomics onto a shared
+    index), so that the routing, and with it every request size, is the
+    same in two processes."""
+    nn, F = torch.nn, torch.nn.functional
+    torch.manual_seed(0)
+    vocab, d, heads, layers, experts, topk, hidden = 4000, 256, 4, 2, 8, 2, 1024
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.gate = nn.Linear(d, experts, bias=False)
+            self.up = nn.ModuleList(nn.Linear(d, hidden) for _ in range(experts))
+            self.down = nn.ModuleList(nn.Linear(hidden, d) for _ in range(experts))
+
+        def forward(self, x, mask):
+            b, t, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+            a = torch.softmax(q @ k.transpose(-1, -2) / (d // heads) ** 0.5 + mask, -1) @ v
+            x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+            flat = self.ln2(x).reshape(b * t, d)
+            probs = torch.softmax(self.gate(flat), -1)
+            w, choice = probs.topk(topk, -1)
+            w = w / w.sum(-1, keepdim=True)
+            out = torch.zeros_like(flat)
+            for e in range(experts):
+                # a token picks an expert at most once: its rows are unique,
+                # so index_add_ adds one value per row (deterministic)
+                tok, slot = (choice == e).nonzero(as_tuple=True)
+                if tok.numel():
+                    y = self.down[e](F.gelu(self.up[e](flat[tok])))
+                    out.index_add_(0, tok, y * w[tok, slot].unsqueeze(1))
+            # load balancing: fraction of tokens per expert x mean gate probability
+            frac = torch.bincount(choice.flatten(), minlength=experts).float() / choice.numel()
+            aux = experts * (frac * probs.mean(0)).sum()
+            return x + out.view(b, t, d), aux
+
+    model = nn.ModuleDict({"emb": nn.Embedding(vocab, d), "blocks": nn.ModuleList(Block() for _ in range(layers)),
+                           "ln": nn.LayerNorm(d), "out": nn.Linear(d, vocab)}).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    g = torch.Generator(device="cuda").manual_seed(1)
+    for bs, seq in [(8, 256), (4, 512), (12, 128), (6, 384), (4, 448), (16, 96), (8, 320), (6, 512)]:
+        def step():
+            x = torch.randint(0, vocab, (bs, seq + 1), device="cuda", generator=g)
+            mask = torch.full((seq, seq), float("-inf"), device="cuda").triu(1)
+            h, aux = model["emb"](x[:, :-1]), 0.0
+            for blk in model["blocks"]:
+                h, a = blk(h, mask)
+                aux = aux + a
+            logits = model["out"](model["ln"](h))
+            loss = F.cross_entropy(logits.flatten(0, 1), x[:, 1:].flatten()) + 0.01 * aux
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            return float(loss)
+        step_done(step)
+
+
+WORKLOADS = {"transformer": transformer, "cnn": cnn, "side": side, "graph": graph, "kv": kv, "unet": unet,
+             "moe": moe}
 
 
 # ---------------------------------------------------------------- one process

@@ -32,7 +32,8 @@ static const cli_cmd CMD = {
     "  runs. docs/whatif.md says what the replay reproduces exactly.\n"
     "  --config CONF: a row, PYTORCH_CUDA_ALLOC_CONF syntax; repeat it for more rows (at most\n"
     "          255). Without it, a default sweep of configs (expandable segments, max_split_size_mb,\n"
-    "          roundup_power2_divisions and, with --fraction, garbage_collection_threshold). The\n"
+    "          roundup_power2_divisions and, with --fraction, garbage_collection_threshold), plus\n"
+    "          tcuda's own policy:compact (never the recommendation: torch cannot set it). The\n"
     "          environment's allocator variables are not read.\n"
     "  --capacity BYTES: the simulated device's memory; default an H200's 150109880320 bytes.\n"
     "          Plain bytes, or with a unit: 80GB = 80e9, 80GiB = 80*2^30 (kB MB GB TB, KiB MiB GiB TiB).\n"
@@ -337,6 +338,17 @@ static void print_table(FILE *o, const jv *doc) {
   } else {
     put_wrapped(o, "", "recommended: none (the recorded config has no min_limit on this device, or no row has one)",
                 100);
+  }
+  for (size_t i = 0; i < n; i++) { /* tcuda's own policy: what a PyTorch user gains by plugging it in */
+    const jv *r = &rows->items[i], *ml = get(r, "min_limit"), *rm = rec && rec->kind == 'o' ? get(rec, "min_limit") : NULL;
+    if (strncmp(config_name(r, b3, sizeof b3), "policy:", 7) || !is_num(ml)) continue;
+    char line[1024];
+    int len = snprintf(line, sizeof line, "with tcuda as torch's allocator (CUDAPluggableAllocator, TCUDA_ALLOC_CONF=%s): min_limit %s",
+                       b3, human(u64(ml), b1, sizeof b1));
+    if (is_num(rm) && len > 0 && (size_t)len < sizeof line)
+      snprintf(line + len, sizeof line - (size_t)len, ", %lld bytes below the recommended config's",
+               (long long)u64(rm) - (long long)u64(ml));
+    put_wrapped(o, "", line, 100);
   }
   const jv *notes = get(doc, "notes");
   if (notes && notes->kind == 'a' && notes->n) {

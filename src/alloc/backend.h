@@ -37,6 +37,12 @@ struct tc_backend {
   tcuda_status (*stream_synchronize)(void *ctx, int device, uint64_t stream);
   /* Device free/total bytes, for the OOM message. */
   tcuda_status (*mem_info)(void *ctx, int device, uint64_t *free_bytes, uint64_t *total_bytes);
+  /* Optional (NULL: use unmap). Unmap, keeping the physical pages for the
+   * device's next map calls instead of releasing them, so that the compact
+   * policy moves pages rather than releasing and creating them. */
+  tcuda_status (*unmap_keep)(void *ctx, int device, uint64_t addr, uint64_t size);
+  /* Release the pages unmap_keep kept that no map has taken. */
+  void (*release_kept)(void *ctx, int device);
 };
 
 /* ---- backend_cuda.c ---- */

@@ -24,6 +24,7 @@ typedef CUresult (*pfn_map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationH
 typedef CUresult (*pfn_set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
 typedef CUresult (*pfn_unmap)(CUdeviceptr, size_t);
 typedef CUresult (*pfn_release)(CUmemGenericAllocationHandle);
+typedef CUresult (*pfn_retain)(CUmemGenericAllocationHandle *, void *);
 typedef CUresult (*pfn_granularity)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
 typedef CUresult (*pfn_error_name)(CUresult, const char **);
 
@@ -35,6 +36,7 @@ static struct {
   pfn_set_access set_access;
   pfn_unmap unmap;
   pfn_release release;
+  pfn_retain retain;
   pfn_granularity granularity;
   pfn_error_name error_name;
 } drv;
@@ -48,6 +50,7 @@ static void drv_load(void) {
   drv.set_access = (pfn_set_access)tc_driver_fn("cuMemSetAccess");
   drv.unmap = (pfn_unmap)tc_driver_fn("cuMemUnmap");
   drv.release = (pfn_release)tc_driver_fn("cuMemRelease");
+  drv.retain = (pfn_retain)tc_driver_fn("cuMemRetainAllocationHandle");
   drv.granularity = (pfn_granularity)tc_driver_fn("cuMemGetAllocationGranularity");
   drv.error_name = (pfn_error_name)tc_driver_fn("cuGetErrorName");
 }
@@ -164,6 +167,44 @@ static tcuda_status cuda_va_release(void *ctx, int device, uint64_t addr, uint64
  * current GPUs), so any page-aligned sub-range can be unmapped later. Each
  * handle is released right after mapping: the mapping keeps it alive, and
  * cuMemUnmap then gives the memory back. */
+/* Pages unmap_keep unmapped, per device, each with the reference
+ * cuMemRetainAllocationHandle gave: the next map calls take them before
+ * creating new ones. */
+static struct {
+  CUmemGenericAllocationHandle *h;
+  size_t n, cap;
+} kept[TC_ALLOC_MAX_POOLED_DEVICES];
+static pthread_mutex_t kept_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int kept_pop(int device, CUmemGenericAllocationHandle *h) {
+  if (device < 0 || device >= TC_ALLOC_MAX_POOLED_DEVICES) return 0;
+  pthread_mutex_lock(&kept_mu);
+  int got = kept[device].n > 0;
+  if (got) *h = kept[device].h[--kept[device].n];
+  pthread_mutex_unlock(&kept_mu);
+  return got;
+}
+
+/* 0 when there is no room: the caller releases h. */
+static int kept_push(int device, CUmemGenericAllocationHandle h) {
+  if (device < 0 || device >= TC_ALLOC_MAX_POOLED_DEVICES) return 0;
+  pthread_mutex_lock(&kept_mu);
+  int ok = 1;
+  if (kept[device].n == kept[device].cap) {
+    size_t cap = kept[device].cap ? 2 * kept[device].cap : 64;
+    CUmemGenericAllocationHandle *nh = (CUmemGenericAllocationHandle *)realloc(kept[device].h, cap * sizeof *nh);
+    if (nh) {
+      kept[device].h = nh;
+      kept[device].cap = cap;
+    } else {
+      ok = 0;
+    }
+  }
+  if (ok) kept[device].h[kept[device].n++] = h;
+  pthread_mutex_unlock(&kept_mu);
+  return ok;
+}
+
 static tcuda_status cuda_map(void *ctx, int device, uint64_t addr, uint64_t size) {
   (void)ctx;
   tcuda_status s = drv_ready();
@@ -187,7 +228,8 @@ static tcuda_status cuda_map(void *ctx, int device, uint64_t addr, uint64_t size
   const char *call = NULL;
   for (; done < size; done += gran) {
     CUmemGenericAllocationHandle h = 0;
-    r = TC_FAULT(TC_FAULT_MEM_CREATE) ? CUDA_ERROR_OUT_OF_MEMORY : drv.create(&h, gran, &prop, 0);
+    if (kept_pop(device, &h)) r = CUDA_SUCCESS;
+    else r = TC_FAULT(TC_FAULT_MEM_CREATE) ? CUDA_ERROR_OUT_OF_MEMORY : drv.create(&h, gran, &prop, 0);
     if (r != CUDA_SUCCESS) {
       call = "cuMemCreate";
       break;
@@ -233,6 +275,32 @@ static tcuda_status cuda_unmap(void *ctx, int device, uint64_t addr, uint64_t si
   for (uint64_t off = 0; r == CUDA_SUCCESS && off < size; off += gran) r = drv.unmap((CUdeviceptr)(addr + off), gran);
   dev_end(&d);
   return r == CUDA_SUCCESS ? TCUDA_SUCCESS : drv_error(r, "cuMemUnmap");
+}
+
+static tcuda_status cuda_unmap_keep(void *ctx, int device, uint64_t addr, uint64_t size) {
+  (void)ctx;
+  tcuda_status s = drv_ready();
+  if (s) return s;
+  on_dev d;
+  if ((s = dev_begin(&d, device))) return s;
+  CUmemAllocationProp prop;
+  mem_prop(&prop, device);
+  size_t gran = 0;
+  CUresult r = drv.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  for (uint64_t off = 0; r == CUDA_SUCCESS && off < size; off += gran) {
+    CUmemGenericAllocationHandle h = 0;
+    int held = drv.retain && drv.retain(&h, (void *)(uintptr_t)(addr + off)) == CUDA_SUCCESS;
+    r = drv.unmap((CUdeviceptr)(addr + off), gran);
+    if (held && (r != CUDA_SUCCESS || !kept_push(device, h))) drv.release(h);
+  }
+  dev_end(&d);
+  return r == CUDA_SUCCESS ? TCUDA_SUCCESS : drv_error(r, "cuMemUnmap");
+}
+
+static void cuda_release_kept(void *ctx, int device) {
+  (void)ctx;
+  CUmemGenericAllocationHandle h;
+  while (kept_pop(device, &h)) drv.release(h);
 }
 
 /* ---- events ---- */
@@ -351,6 +419,7 @@ static tcuda_status cuda_mem_info(void *ctx, int device, uint64_t *free_bytes, u
 static const tc_backend cuda_backend = {
     "cuda",          NULL,          cuda_segment_alloc, cuda_segment_free, cuda_va_reserve,
     cuda_va_release, cuda_map,      cuda_unmap,         cuda_event_record, cuda_event_query,
-    cuda_event_synchronize, cuda_event_release, cuda_stream_synchronize, cuda_mem_info};
+    cuda_event_synchronize, cuda_event_release, cuda_stream_synchronize, cuda_mem_info,
+    cuda_unmap_keep, cuda_release_kept};
 
 const tc_backend *tc_backend_cuda(void) { return &cuda_backend; }

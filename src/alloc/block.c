@@ -69,7 +69,7 @@ void tc_free_block(tc_alloc *a, tc_block *b) {
     net_n += 1;
     net_b += (int64_t)b->size;
   }
-  int p = pool->pidx;
+  int p = b->pidx;
   if (!b->seg->expandable) {
     if (net_n > 0) arr_inc(a->st.inactive_split, p, net_n);
     else if (net_n < 0) arr_dec(a->st.inactive_split, p, -net_n);

@@ -25,6 +25,7 @@ typedef struct tc_alloc_config {
   double garbage_collection_threshold;   /* 0 = off */
   int expandable_segments;
   int release_lock_on_cudamalloc;
+  int policy;                            /* TC_POLICY_TORCH or TC_POLICY_COMPACT */
   char text[512];                        /* the string it was parsed from */
 } tc_alloc_config;
 
@@ -68,7 +69,9 @@ typedef struct tc_alloc_config {
   X("pinned_use_background_threads", NULL, BOOL, TC_KEY_IGNORED, 0, NULL, "True",                                    \
     "torch's pinned host allocator: background threads; ignored")                                                    \
   X("graph_capture_record_stream_reuse", NULL, BOOL, TC_KEY_IGNORED, 0, NULL, "True",                                \
-    "torch's graph capture: reuse of record_stream blocks; ignored")
+    "torch's graph capture: reuse of record_stream blocks; ignored")                                                 \
+  X("policy", NULL, POLICY, TC_KEY_FIELD(policy), 0, NULL, "compact",                                                \
+    "tcuda's placement policy: torch (identical to PyTorch) or compact (pages given back inside segments)")
 
 #define TC_KEY_FIELD(member) offsetof(tc_alloc_config, member)
 #define TC_KEY_IGNORED ((size_t)-1)
@@ -79,8 +82,12 @@ typedef enum tc_config_kind {
   TC_KEY_DIVISIONS, /* unsigned[TC_ROUNDUP_SLOTS]; all 0: off */
   TC_KEY_FRACTION,  /* double in (0, 1); 0: off */
   TC_KEY_BOOL,      /* int, written True or False */
-  TC_KEY_THREADS    /* a power of 2, <= 128 */
+  TC_KEY_THREADS,   /* a power of 2, <= 128 */
+  TC_KEY_POLICY     /* int, TC_POLICY_*, written by name */
 } tc_config_kind;
+
+/* The policy key's values (docs/allocator.md, "The compact policy"). */
+enum { TC_POLICY_TORCH = 0, TC_POLICY_COMPACT = 1 };
 
 typedef struct tc_config_key {
   const char *key, *alias;

@@ -1,7 +1,13 @@
 /* Expandable segments (expandable_segments:True): per (pool, stream) a
  * reservation of address space larger than the device, whose pages are
  * mapped as blocks need them and unmapped when the cache is emptied.
- * torch's try_allocate_expandable_block, map_block and unmap_block. */
+ * torch's try_allocate_expandable_block, map_block and unmap_block.
+ *
+ * The compact policy (policy:compact) runs on the same segments with
+ * 2 MiB pages in both pools, and gives free pages back anywhere in a
+ * segment, not only on empty_cache: before a mapping would take reserved
+ * memory past its budget (compact_trim). docs/allocator.md, "The compact
+ * policy", has the design and its trade-offs. */
 #include "alloc/policy.h"
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +71,7 @@ static tc_block *find_expandable_block(tc_alloc *a, tc_pool *pool, uint64_t stre
   }
   tcuda_status s = reserve_blocks(a, 1);
   if (s) return *err = s, NULL;
-  uint64_t page = pool->is_small ? TC_SMALL_BUFFER : TC_LARGE_BUFFER;
+  uint64_t page = pool->is_small || a->cfg.policy == TC_POLICY_COMPACT ? TC_SMALL_BUFFER : TC_LARGE_BUFFER;
   uint64_t total = a->total_memory;
   uint64_t npages = (total + total / 8 + page - 1) / page;
   if (!npages) npages = 1;
@@ -105,6 +111,81 @@ static tc_block *find_expandable_block(tc_alloc *a, tc_pool *pool, uint64_t stre
   return b;
 }
 
+/* The compact policy's budget for reserved bytes: the issue's bound,
+ * max(1.10 x, + 4 MiB) over the highest allocated total seen, counting the
+ * request about to be served. reset_peak_memory_stats does not lower it. */
+static uint64_t compact_budget(tc_alloc *a, uint64_t size) {
+  uint64_t hw = a->compact_hw;
+  uint64_t peak = (uint64_t)a->st.allocated_bytes[TCUDA_STAT_ALL].peak;
+  uint64_t now = (uint64_t)a->st.allocated_bytes[TCUDA_STAT_ALL].current + size;
+  if (peak > hw) hw = peak;
+  if (now > hw) hw = now;
+  a->compact_hw = hw;
+  uint64_t tenth = hw / 10, floor = (uint64_t)4 << 20;
+  return hw + (tenth > floor ? tenth : floor);
+}
+
+#define TRIM_ROUND 64
+
+/* Up to TRIM_ROUND free blocks of the default pools with whole pages,
+ * largest first, until their pages add up to `want`; adds them to *found. */
+static size_t trim_pick(tc_alloc *a, tc_block **pick, uint64_t want, uint64_t *found) {
+  size_t n = 0;
+  tc_pool *pools[2] = {&a->large, &a->small};
+  for (int k = 0; k < 2 && *found < want; k++) {
+    tc_bset *set = &pools[k]->blocks;
+    for (tc_block *b = tc_bs_last(set); b && *found < want && n < TRIM_ROUND; b = tc_bs_prev(set, b)) {
+      tc_seg *seg = b->seg;
+      if (!seg->expandable) continue;
+      uint64_t off = b->addr - seg->addr;
+      uint64_t begin = (off + seg->page - 1) / seg->page, end = (off + b->size) / seg->page;
+      if (begin >= end) continue;
+      pick[n++] = b;
+      *found += (end - begin) * seg->page;
+    }
+  }
+  return n;
+}
+
+/* Compact policy: before mapping for a request of `size` bytes (rounded)
+ * into `pool`, unmap free whole pages of the default pools, largest free
+ * blocks first, until reserved plus its pages fits the budget and the
+ * memory fraction's limit. A private pool keeps its pages: a captured graph
+ * still addresses the blocks it freed. Each stream is synchronized once,
+ * before its first unmap: a freed block may still be in use by kernels
+ * queued on it. */
+tcuda_status tc_compact_trim(tc_alloc *a, const tc_pool *pool, uint64_t size) {
+  if (pool->owner || capturing(a)) return TCUDA_SUCCESS; /* no sync under capture */
+  uint64_t need = (size + TC_SMALL_BUFFER - 1) / TC_SMALL_BUFFER * TC_SMALL_BUFFER;
+  uint64_t budget = compact_budget(a, size);
+  if (a->has_allowed && a->allowed_max < budget) budget = a->allowed_max;
+  if (a->total_allocated + need <= budget) return TCUDA_SUCCESS;
+  uint64_t excess = a->total_allocated + need - budget, found = 0, given = 0, synced[8];
+  size_t nsynced = 0, n = TRIM_ROUND;
+  /* in rounds: an unmap changes the free set, so each round picks afresh */
+  while (n == TRIM_ROUND && found < excess) {
+    tc_block *pick[TRIM_ROUND];
+    n = trim_pick(a, pick, excess, &found);
+    for (size_t i = 0; i < n && given < excess; i++) {
+      uint64_t st = pick[i]->seg->stream;
+      size_t j = 0;
+      while (j < nsynced && synced[j] != st) j++;
+      if (j == nsynced) {
+        tcuda_status s = a->be->stream_synchronize(a->be->ctx, a->device, st);
+        if (s) return s;
+        if (nsynced < 8) synced[nsynced++] = st;
+      }
+      /* one unmap's splits and merges touch only that block's neighbours,
+       * never another pick: two free mapped blocks are never adjacent */
+      uint64_t before = a->total_allocated;
+      tcuda_status s = tc_unmap_block(a, pick[i], TC_UNMAP_KEEP, excess - given);
+      if (s) return s;
+      given += before - a->total_allocated;
+    }
+  }
+  return TCUDA_SUCCESS;
+}
+
 int tc_try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, uint64_t size, tc_block **out,
                                    tcuda_status *err) {
   tcuda_status s = TCUDA_SUCCESS;
@@ -128,17 +209,19 @@ int tc_try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, uint
 }
 
 /* torch's unmap_block: give back the whole pages inside a free block. */
-tcuda_status tc_unmap_block(tc_alloc *a, tc_block *b) {
+tcuda_status tc_unmap_block(tc_alloc *a, tc_block *b, int flags, uint64_t most) {
   tc_seg *seg = b->seg;
   uint64_t off = b->addr - seg->addr;
   uint64_t begin = (off + seg->page - 1) / seg->page, end = (off + b->size) / seg->page;
   if (begin >= end) return TCUDA_SUCCESS;
+  uint64_t cap = most / seg->page + (most % seg->page != 0); /* the top pages: low addresses are placed first */
+  if (end - begin > cap) begin = end - cap;
   tcuda_status s = reserve_blocks(a, 2);
   if (s) return s;
-  s = a->be->stream_synchronize(a->be->ctx, a->device, seg->stream);
-  if (s) return s;
+  if ((flags & TC_UNMAP_SYNC) && (s = a->be->stream_synchronize(a->be->ctx, a->device, seg->stream))) return s;
   uint64_t uaddr = seg->addr + begin * seg->page, usize = (end - begin) * seg->page;
-  s = a->be->unmap(a->be->ctx, a->device, uaddr, usize);
+  if ((flags & TC_UNMAP_KEEP) && a->be->unmap_keep) s = a->be->unmap_keep(a->be->ctx, a->device, uaddr, usize);
+  else s = a->be->unmap(a->be->ctx, a->device, uaddr, usize);
   if (s) return s;
   memset(seg->pmap + begin, 0, end - begin);
   tc_pool *pool = b->pool;

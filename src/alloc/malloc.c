@@ -67,7 +67,7 @@ typedef struct params {
 static inline void params_init(tc_alloc *a, params *p, uint64_t orig, uint64_t stream) {
   p->size = round_size(&a->cfg, orig);
   p->stream = stream;
-  p->pool = p->size <= TC_SMALL_SIZE ? &a->small : &a->large;
+  p->pool = p->size <= TC_SMALL_SIZE ? a->small_route : &a->large;
   p->block = NULL;
   p->in_tree = 0;
 }
@@ -78,7 +78,7 @@ HOT_INLINE int get_free_block(tc_alloc *a, params *p) {
   tc_block *it = bs_lower_bound(&pool->blocks, p->stream, p->size, 0);
   if (!it || it->stream != p->stream) return 0;
   if (it->seg->expandable) {
-    if (a->cfg.expandable_segments) {
+    if (vmm_segments(a)) {
       /* Best fit by the size a block can grow to, not its mapped size. */
 #define EXP_SIZE(b) ((b)->size + ((b)->next && !(b)->next->mapped ? (b)->next->size : 0))
       tc_block *nx = bs_next(&pool->blocks, it);
@@ -142,8 +142,22 @@ static tcuda_status garbage_collect(tc_alloc *a) {
 static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) {
   if (is_retry) a->st.num_alloc_retries++;
   uint64_t size = tc_alloc_segment_size(p->size); /* only on a miss: not in params_init */
-  if (a->has_allowed && a->total_allocated + size > a->allowed_max) return 0;
-  if (a->cfg.expandable_segments) return tc_try_allocate_expandable(a, p->pool, p->stream, p->size, &p->block, err);
+  if (a->cfg.policy == TC_POLICY_COMPACT) { /* maps whole 2 MiB pages, at most the request's */
+    size = (p->size + TC_SMALL_BUFFER - 1) / TC_SMALL_BUFFER * TC_SMALL_BUFFER;
+    tcuda_status s = tc_compact_trim(a, p->pool, p->size);
+    if (s) return *err = s, -1;
+  }
+  if (a->has_allowed && a->total_allocated + size > a->allowed_max) {
+    if (a->be->release_kept) a->be->release_kept(a->be->ctx, a->device);
+    return 0;
+  }
+  if (vmm_segments(a)) {
+    int r = tc_try_allocate_expandable(a, p->pool, p->stream, p->size, &p->block, err);
+    /* pages the trim kept and the mapping did not take go back now, so
+     * that reserved_bytes stays the physical memory held */
+    if (a->cfg.policy == TC_POLICY_COMPACT && a->be->release_kept) a->be->release_kept(a->be->ctx, a->device);
+    return r;
+  }
   tc_seg *seg = (tc_seg *)calloc(1, sizeof *seg);
   if (!seg) return *err = host_oom(), -1;
   uint64_t addr = 0;
@@ -225,7 +239,7 @@ static tcuda_status release_cached_blocks(tc_alloc *a) {
 
 static int should_split(const tc_alloc *a, const tc_block *b, uint64_t size) {
   uint64_t rem = b->size - size;
-  if (b->pool->is_small || a->cfg.expandable_segments) return rem >= TC_MIN_BLOCK_SIZE;
+  if (b->pool->is_small || vmm_segments(a)) return rem >= TC_MIN_BLOCK_SIZE;
   return size < a->cfg.max_split_size && rem > TC_SMALL_SIZE;
 }
 
@@ -235,7 +249,8 @@ static int should_split(const tc_alloc *a, const tc_block *b, uint64_t size) {
 HOT_INLINE tc_block *alloc_found_block(tc_alloc *a, params *p, uint64_t orig_size, int split) {
   tc_block *b = p->block;
   tc_pool *pool = p->pool;
-  int pidx = pool->pidx, exp = b->seg->expandable;
+  /* by request size, which under the torch policy is also the pool's */
+  int pidx = p->size <= TC_SMALL_SIZE ? TCUDA_STAT_SMALL_POOL : TCUDA_STAT_LARGE_POOL, exp = b->seg->expandable;
   int already_split = is_split(b);
   if (split) {
     tc_block *rem = new_block(a, b->seg, b->addr + p->size, b->size - p->size);
@@ -267,6 +282,7 @@ HOT_INLINE tc_block *alloc_found_block(tc_alloc *a, params *p, uint64_t orig_siz
   }
   if (p->in_tree) bs_erase(b);
   b->allocated = 1;
+  b->pidx = (uint8_t)pidx;
   b->requested = orig_size;
   ht_put(a, b->addr, b);
   TRACE(a, TC_TRACE_ALLOC, b->addr, orig_size, b->stream);
@@ -312,7 +328,9 @@ static tcuda_status oom(tc_alloc *a, const params *p) {
  * that capture's private pool (latest capture first). */
 static tc_pool *capture_pool(tc_alloc *a, uint64_t size, uint64_t stream) {
   for (size_t i = (size_t)atomic_load_explicit(&a->ncaps, memory_order_relaxed); i-- > 0;)
-    if (a->caps[i].fn(a->caps[i].ctx, stream)) return size <= TC_SMALL_SIZE ? &a->caps[i].pool->small : &a->caps[i].pool->large;
+    if (a->caps[i].fn(a->caps[i].ctx, stream))
+      return size <= TC_SMALL_SIZE && a->cfg.policy != TC_POLICY_COMPACT ? &a->caps[i].pool->small
+                                                                         : &a->caps[i].pool->large;
   return NULL;
 }
 
@@ -417,10 +435,9 @@ static tcuda_status free_found(tc_alloc *a, tc_block *b, size_t slot) {
     if (s) return s;
   }
   ht_del_at(a, slot);
-  tc_pool *pool = b->pool;
   b->allocated = 0;
-  arr_dec(a->st.allocation, pool->pidx, 1);
-  arr_dec(a->st.allocated_bytes, pool->pidx, (int64_t)b->size);
+  arr_dec(a->st.allocation, b->pidx, 1);
+  arr_dec(a->st.allocated_bytes, b->pidx, (int64_t)b->size);
   TRACE(a, TC_TRACE_FREE_REQUESTED, b->addr, b->requested, b->stream);
   if (b->size >= a->cfg.max_split_size) st_dec(&a->st.oversize_allocations, 1);
   if (!b->event_count && !b->nuses) tc_free_block(a, b);
@@ -493,6 +510,7 @@ tcuda_status tc_alloc_create(int device, const tc_backend *be, const tc_alloc_co
   else tc_alloc_config_default(&a->cfg);
   a->total_memory = total_memory;
   tc_pools_init(&a->small, &a->large, NULL);
+  a->small_route = a->cfg.policy == TC_POLICY_COMPACT ? &a->large : &a->small;
   a->rng = 0x2545F4914F6CDD1Dull ^ ((uint64_t)(uintptr_t)a << 1);
   atomic_store(&a->va_lo, UINT64_MAX);
   /* without the slots every call simply takes the lock */

@@ -76,6 +76,7 @@ struct tc_block {
   uint32_t prio;
   int event_count;
   uint8_t allocated, mapped;
+  uint8_t pidx; /* stats slot of its request: TCUDA_STAT_SMALL_POOL if <= 1 MiB, else LARGE */
   uint16_t bkt; /* size bucket, while in the free set */
   uint32_t nuses, capuses;
   tc_use *uses; /* inl or heap */
@@ -182,8 +183,12 @@ struct tc_alloc {
   int has_allowed;
   uint64_t allowed_max;
   uint64_t total_allocated;
+  uint64_t compact_hw; /* compact policy: the highest allocated total seen (its budget's base) */
   tcuda_memory_stats_t st;
   tc_pool small, large;
+  /* where requests of at most 1 MiB go: small, or large under the compact
+   * policy, whose one pool shares pages between small and large blocks */
+  tc_pool *small_route;
   tc_slot *ht;
   size_t ht_cap, ht_len, ht_tombs;
   unsigned ht_bits;
@@ -244,6 +249,12 @@ static inline void arr_dec(tcuda_stat_t *arr, int pidx, int64_t n) {
 /* Whether some capture is routing into a private pool (torch's
  * captures_underway non-empty). Under the lock. */
 static inline int capturing(const tc_alloc *a) { return atomic_load_explicit(&a->ncaps, memory_order_relaxed) != 0; }
+
+/* Segments are VA reservations mapped page by page: expandable segments,
+ * or the compact policy, which is built on them. */
+static inline int vmm_segments(const tc_alloc *a) {
+  return a->cfg.expandable_segments || a->cfg.policy == TC_POLICY_COMPACT;
+}
 
 static inline unsigned log2_floor(uint64_t v) { return 63u - (unsigned)__builtin_clzll(v); }
 
@@ -661,8 +672,15 @@ tcuda_status tc_release_freeable_pools(tc_alloc *a);
 
 int tc_try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, uint64_t size, tc_block **out,
                                tcuda_status *err);
-tcuda_status tc_unmap_block(tc_alloc *a, tc_block *b);
+/* flags: TC_UNMAP_SYNC synchronizes the segment's stream first (else the
+ * caller did); TC_UNMAP_KEEP keeps the pages for the next map (the
+ * caller then calls the backend's release_kept). */
+enum { TC_UNMAP_SYNC = 1, TC_UNMAP_KEEP = 2 };
+/* At most `most` bytes (rounded up to pages), the block's highest pages. */
+tcuda_status tc_unmap_block(tc_alloc *a, tc_block *b, int flags, uint64_t most);
 tcuda_status tc_release_expandable_segment(tc_alloc *a, tc_block *b);
+/* The compact policy, before mapping for a rounded request of `size`. */
+tcuda_status tc_compact_trim(tc_alloc *a, const tc_pool *pool, uint64_t size);
 
 /* ------------------------------------------------------------------ */
 /* events.c: record_stream's events                                     */
@@ -710,6 +728,7 @@ static inline tc_block *new_block(tc_alloc *a, tc_seg *seg, uint64_t addr, uint6
   b->event_count = 0;
   b->allocated = 0;
   b->mapped = 1;
+  b->pidx = (uint8_t)seg->pool->pidx;
   b->bkt = 0;
   b->nuses = 0;
   b->capuses = 2;

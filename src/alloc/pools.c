@@ -49,7 +49,7 @@ tcuda_status tc_release_blocks(tc_alloc *a, tc_pool *pool) {
   }
   tcuda_status s = TCUDA_SUCCESS;
   for (size_t i = 0; i < n && !s; i++) {
-    s = tc_unmap_block(a, to_unmap[i]);
+    s = tc_unmap_block(a, to_unmap[i], TC_UNMAP_SYNC, UINT64_MAX);
     if (!s && !is_split(to_unmap[i]) && !to_unmap[i]->mapped) s = tc_release_expandable_segment(a, to_unmap[i]);
   }
   free(to_unmap);

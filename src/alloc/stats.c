@@ -61,6 +61,7 @@ double tc_alloc_get_memory_fraction(tc_alloc *a) {
 void tc_alloc_set_config(tc_alloc *a, const tc_alloc_config *cfg) {
   lk_lock(&a->mu);
   a->cfg = *cfg;
+  a->small_route = cfg->policy == TC_POLICY_COMPACT ? &a->large : &a->small;
   lk_unlock(&a->mu);
 }
 
