@@ -24,6 +24,15 @@
  *       (record_stream), freed; the block waits for an event on B. For
  *       cudaMallocAsync the same safety is an event on B that A waits for
  *       before cudaFreeAsync                                    ns per round
+ *   (h) churn: an RL fine-tuning loop (a rollout whose K/V caches grow,
+ *       then a training step on it) that moves the layout through memory
+ *       while the live total comes near its peak (alloc_churn.c)
+ *                                                               ns per pair
+ *   (i) policy:compact against tcuda's torch-identical policy: (a), (b)
+ *       and (h), each variant in fresh child processes (--policy VARIANT),
+ *       rounds alternating which goes first; and whether (h) made compact
+ *       unmap and map pages. --churn-sim CONF runs (h) on the simulated
+ *       device under the config CONF (no GPU needed)
  *
  * Prints RESULT lines (format: bench/run-gpu). BENCH_ALLOC_SCALE=0.1 runs
  * fewer iterations. Without a GPU it prints SKIPPED and exits 0. */
@@ -44,6 +53,8 @@
 
 #include "tcuda.h"
 #include "alloc/alloc.h" /* the policy on the simulated device, for (g) */
+#include "alloc_churn.h"
+#include "bench_util.h"
 #ifdef BENCH_HAVE_C10
 #include "c10_alloc_shim.h"
 #endif
@@ -52,28 +63,13 @@ extern char **environ;
 
 #define NTHREADS 8
 #define SIZE_4K 4096
+#define MIB (1024.0 * 1024.0)
 
 static double g_scale = 1.0;
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static long scaled(long n) {
   long v = (long)((double)n * g_scale);
   return v < 10 ? 10 : v;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* Threads that start together: each runs fn(th_arg) and waits on `start`
@@ -113,16 +109,6 @@ static double run_threads(int n, int trials, void *(*fn)(void *), const void *ct
   }
   return g_failed ? NAN : median(trial, trials);
 }
-
-/* splitmix64: the same sequence on every platform, so every allocator and
- * every run sees the same workload. */
-static uint64_t rng_next(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0); }
 
 /* ------------------------------------------------------------------ */
 /* The three allocators behind one interface. stream: a cudaStream_t or NULL
@@ -651,21 +637,23 @@ static int frag_child(const char *variant) {
   return 0;
 }
 
-/* Parent side: run this binary as a child for one variant; returns the
- * ratio, or NAN with *why set. */
-static double frag_variant(const char *self, const char *variant, char *why, size_t why_len,
-                           long long *res_out, long long *alloc_out) {
+/* Parent side: run this binary as `self MODE VARIANT` and collect its
+ * stdout in buf (the child's stderr stays ours). 0 when it ran; -1 with
+ * *why set when it could not start. *status is waitpid's. */
+static int run_child(const char *self, const char *mode, const char *variant, char *buf, size_t n, int *status,
+                     char *why, size_t why_len) {
   int fds[2];
-  snprintf(why, why_len, "child failed");
+  buf[0] = 0;
+  *status = 0;
   if (pipe(fds)) {
     snprintf(why, why_len, "pipe: %s", strerror(errno));
-    return NAN;
+    return -1;
   }
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
   posix_spawn_file_actions_addclose(&fa, fds[0]);
-  char *argv[] = {(char *)self, "--frag", (char *)variant, NULL};
+  char *argv[] = {(char *)self, (char *)mode, (char *)variant, NULL};
   pid_t pid;
   int rc = posix_spawn(&pid, self, &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
@@ -673,19 +661,36 @@ static double frag_variant(const char *self, const char *variant, char *why, siz
   if (rc) {
     close(fds[0]);
     snprintf(why, why_len, "posix_spawn: %s", strerror(rc));
-    return NAN;
+    return -1;
   }
-  char buf[4096];
   size_t len = 0;
   ssize_t r;
-  while ((r = read(fds[0], buf + len, sizeof buf - 1 - len)) > 0 && len < sizeof buf - 1) len += (size_t)r;
+  char sink[512];
+  /* read to the end even past a full buffer, so the child never blocks on the pipe */
+  while ((r = len < n - 1 ? read(fds[0], buf + len, n - 1 - len) : read(fds[0], sink, sizeof sink)) > 0)
+    if (len < n - 1) len += (size_t)r;
   buf[len] = 0;
   close(fds[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
+  waitpid(pid, status, 0);
+  return 0;
+}
+
+static void child_died(char *why, size_t why_len, int st) {
+  if (WIFSIGNALED(st))
+    snprintf(why, why_len, "child killed by signal %d without a result", WTERMSIG(st));
+  else
+    snprintf(why, why_len, "child exited %d without a result", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
+
+/* One (e) variant in a child; returns the ratio, or NAN with *why set. */
+static double frag_variant(const char *self, const char *variant, char *why, size_t why_len,
+                           long long *res_out, long long *alloc_out) {
+  char buf[4096];
+  int st;
+  if (run_child(self, "--frag", variant, buf, sizeof buf, &st, why, why_len)) return NAN;
   char *line = strstr(buf, "FRAG ");
   if (!line) {
-    snprintf(why, why_len, "child exited %d without a result", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    child_died(why, why_len, st);
     return NAN;
   }
   char *nl = strchr(line, '\n');
@@ -737,6 +742,7 @@ static void run_all(const char *label, double out[A_COUNT], double (*fn)(const b
 }
 
 static long g_iters_pair, g_iters_mix_warm, g_iters_mix, g_iters_thr;
+static long g_ch_warm, g_ch_steps; /* (h): warm-up steps, steps per timed trial */
 static mix_seq g_mix;
 
 /* (b): each allocator keeps its own live set between its turns. */
@@ -770,12 +776,241 @@ static void mixed_interleaved(double out[A_COUNT]) {
 static double do_threads(const bench_alloc *A, void *arg) { return pattern_threads(A, (void *const *)arg, g_iters_thr); }
 static long g_iters_cross;
 
+/* ------------------------------------------------------------------ */
+/* (i) policy:compact against the torch-identical policy: (a), (b) and (h).
+ * The policy is a process-wide setting, so each variant runs in a fresh
+ * child (this binary --policy torch|compact) that prints
+ *   POLICY pair NS
+ *   POLICY mixed NS MAPS UNMAPS
+ *   POLICY churn NS MAPS UNMAPS UNMAPPED_BYTES PEAK_RESERVED PEAK_ALLOCATED
+ * or POLICY NA REASON; maps and unmaps are counted over the timed part. */
+
+static int tc_stats0(tcuda_memory_stats_t *st) {
+  if (tcuda_memory_stats(0, st) == TCUDA_SUCCESS) return 0;
+  note_failure("tcuda_memory_stats", tcuda_last_error());
+  return -1;
+}
+static int churn_tc_alloc(void **p, size_t n) { return tcb_alloc(p, n, NULL); }
+static int churn_tc_free(void *p) {
+  if (tcuda_free(p) == TCUDA_SUCCESS) return 0;
+  note_failure("tcuda_free", tcuda_last_error());
+  return -1;
+}
+
+static double mixed_timed(const bench_alloc *A, tcuda_memory_stats_t *s0, tcuda_memory_stats_t *s1) {
+  static mix_run r;
+  double trial[5];
+  if (tc_stats0(s0) || mix_start(A, &g_mix, &r, g_iters_mix_warm)) return NAN;
+  for (int t = 0; t < 5; t++) {
+    uint64_t t0 = now_ns();
+    if (mix_step(A, &g_mix, &r, g_iters_mix)) return NAN;
+    trial[t] = (double)(now_ns() - t0) / (double)g_iters_mix;
+  }
+  if (tc_stats0(s1)) return NAN;
+  for (int j = 0; j < MIX_LIVE; j++) A->free(r.live[j], NULL);
+  return g_failed ? NAN : median(trial, 5);
+}
+
+static int policy_child(const char *variant) {
+  unsetenv("TCUDA_ALLOC_CONF");
+  unsetenv("PYTORCH_CUDA_ALLOC_CONF");
+  unsetenv("PYTORCH_ALLOC_CONF");
+  alarm(60); /* a hung child must not hold up the whole run */
+  if (tcuda_device_count() < 1) {
+    printf("POLICY NA no CUDA device (%s)\n", tcuda_unavailable_reason());
+    return 0;
+  }
+  if (!strcmp(variant, "compact")) {
+    if (tcuda_allocator_set_config("policy:compact") != TCUDA_SUCCESS) {
+      printf("POLICY NA tcuda_allocator_set_config(\"policy:compact\"): %s\n", tcuda_last_error());
+      return 0;
+    }
+  } else if (strcmp(variant, "torch")) {
+    printf("POLICY NA unknown variant %s\n", variant);
+    return 2;
+  }
+  if (tcuda_init() != TCUDA_SUCCESS) {
+    printf("POLICY NA tcuda_init: %s\n", tcuda_last_error());
+    return 0;
+  }
+  if (mix_seq_make(&g_mix, g_iters_mix_warm + 5 * g_iters_mix)) {
+    printf("POLICY NA host out of memory\n");
+    return 0;
+  }
+  bench_alloc *A = &g_allocs[A_TCUDA];
+  A->available = 1;
+  {
+    volatile uint64_t sink = 0;
+    for (uint64_t t0 = now_ns(); now_ns() - t0 < 100000000ull;) sink += t0;
+  }
+  tcuda_memory_stats_t s0, s1;
+  memset(&s0, 0, sizeof s0);
+  memset(&s1, 0, sizeof s1);
+  /* Each pattern's peak allocated is larger than the one before, so the
+   * budget that compact derives from the peak so far is each one's own. */
+  double ns = pattern_pairs(A, NULL, g_iters_pair);
+  if (isnan(ns)) fprintf(stderr, "bench_alloc: pair under policy:%s failed: %s\n", variant, g_fail_msg);
+  printf("POLICY pair %.6g\n", ns);
+  g_failed = 0;
+  tcuda_empty_cache();
+  ns = mixed_timed(A, &s0, &s1);
+  if (isnan(ns)) fprintf(stderr, "bench_alloc: mixed under policy:%s failed: %s\n", variant, g_fail_msg);
+  printf("POLICY mixed %.6g %lld %lld\n", ns, (long long)(s1.num_device_alloc - s0.num_device_alloc),
+         (long long)(s1.num_device_free - s0.num_device_free));
+  g_failed = 0;
+  tcuda_empty_cache();
+  tcuda_reset_peak_memory_stats(0); /* the churn's peaks are its own */
+  memset(&s0, 0, sizeof s0);
+  memset(&s1, 0, sizeof s1);
+  churn_allocator ca = {churn_tc_alloc, churn_tc_free, tc_stats0};
+  ns = churn_timed(&ca, g_ch_warm, 5, g_ch_steps, &s0, &s1);
+  if (isnan(ns)) fprintf(stderr, "bench_alloc: churn under policy:%s failed: %s\n", variant, g_fail_msg);
+  printf("POLICY churn %.6g %lld %lld %lld %lld %lld\n", ns, (long long)(s1.num_device_alloc - s0.num_device_alloc),
+         (long long)(s1.num_device_free - s0.num_device_free),
+         (long long)(s1.reserved_bytes[TCUDA_STAT_ALL].freed - s0.reserved_bytes[TCUDA_STAT_ALL].freed),
+         (long long)s1.reserved_bytes[TCUDA_STAT_ALL].peak, (long long)s1.allocated_bytes[TCUDA_STAT_ALL].peak);
+  return 0;
+}
+
+enum { P_CHURN, P_PAIR, P_MIXED, P_COUNT };
+typedef struct policy_res {
+  double ns[P_COUNT];
+  long long ch_maps, ch_unmaps, ch_unmapped, ch_peak_res, ch_peak_alloc, mix_maps, mix_unmaps;
+} policy_res;
+
+/* One child; 0 with *out filled, -1 with *why set. */
+static int policy_variant(const char *self, const char *variant, policy_res *out, char *why, size_t why_len) {
+  char buf[4096];
+  int st, got = 0;
+  for (int p = 0; p < P_COUNT; p++) out->ns[p] = NAN;
+  if (run_child(self, "--policy", variant, buf, sizeof buf, &st, why, why_len)) return -1;
+  for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+    if (!strncmp(line, "POLICY NA ", 10)) {
+      snprintf(why, why_len, "%s", line + 10);
+      return -1;
+    }
+    got |= (sscanf(line, "POLICY churn %lf %lld %lld %lld %lld %lld", &out->ns[P_CHURN], &out->ch_maps,
+                   &out->ch_unmaps, &out->ch_unmapped, &out->ch_peak_res, &out->ch_peak_alloc) == 6) << P_CHURN;
+    got |= (sscanf(line, "POLICY pair %lf", &out->ns[P_PAIR]) == 1) << P_PAIR;
+    got |= (sscanf(line, "POLICY mixed %lf %lld %lld", &out->ns[P_MIXED], &out->mix_maps, &out->mix_unmaps) == 3)
+           << P_MIXED;
+  }
+  if (got != (1 << P_COUNT) - 1) {
+    child_died(why, why_len, st);
+    return -1;
+  }
+  return 0;
+}
+
+/* Median over the rounds; NA if any round failed, so a failure is not hidden. */
+static double rounds_median(const policy_res *r, int n, int p) {
+  double v[16];
+  if (n < 1) return NAN;
+  for (int i = 0; i < n; i++) {
+    if (isnan(r[i].ns[p])) return NAN;
+    v[i] = r[i].ns[p];
+  }
+  return median(v, n);
+}
+
+static void policy_row(const char *metric, double v, double ref, const char *unit, const char *target) {
+  char tv[32], rv[32];
+  fmt(tv, sizeof tv, v);
+  fmt(rv, sizeof rv, ref);
+  printf("RESULT name=alloc metric=%s tcuda=%s ref_name=tcuda-torch-policy ref=%s unit=%s target=%s\n", metric, tv, rv,
+         unit, target);
+}
+
+/* Rounds alternate which variant goes first, against the host's drift; each
+ * figure is the median over the rounds of each child's median trial. */
+static void policy_compare(const char *self) {
+  enum { MAX_ROUNDS = 15 };
+  static const char *names[2] = {"compact", "torch"};
+  int rounds = 5;
+  const char *e = getenv("BENCH_ALLOC_POLICY_ROUNDS");
+  if (e && atoi(e) >= 1) rounds = atoi(e) < MAX_ROUNDS ? atoi(e) : MAX_ROUNDS;
+  policy_res r[2][MAX_ROUNDS];
+  int n[2] = {0, 0}, dead[2] = {0, 0}, children = 0;
+  char why[2][512] = {"", ""};
+  uint64_t t0 = now_ns();
+  for (int k = 0; k < rounds; k++) {
+    if (k > 0 && now_ns() - t0 > 90000000000ull) { /* within run-gpu's time for the whole binary */
+      printf("bench_alloc: policy comparison: stopped after %d rounds (over 90 s)\n", k);
+      break;
+    }
+    for (int j = 0; j < 2; j++) {
+      int v = k % 2 ? 1 - j : j;
+      if (dead[v] || (v == 1 && dead[0] && n[1] >= 1)) continue; /* compact NA: one reference run is enough */
+      children++;
+      if (policy_variant(self, names[v], &r[v][n[v]], why[v], sizeof why[v]))
+        dead[v] = 1;
+      else
+        n[v]++;
+    }
+  }
+  for (int v = 0; v < 2; v++) {
+    if (dead[v]) printf("bench_alloc: policy:%s: NA (%s)\n", names[v], why[v]);
+    for (int i = 0; i < n[v]; i++)
+      printf("bench_alloc: policy:%s round %d: pair %.4g ns, mixed %.4g ns (%lld maps, %lld unmaps), churn %.4g ns "
+             "(%lld maps, %lld unmaps of %.1f MiB in its timed steps)\n",
+             names[v], i, r[v][i].ns[P_PAIR], r[v][i].ns[P_MIXED], r[v][i].mix_maps, r[v][i].mix_unmaps,
+             r[v][i].ns[P_CHURN], r[v][i].ch_maps, r[v][i].ch_unmaps, (double)r[v][i].ch_unmapped / MIB);
+  }
+  /* a compact child that failed after some rounds must not pass on the others */
+  double c[P_COUNT], t[P_COUNT];
+  for (int p = 0; p < P_COUNT; p++) {
+    c[p] = dead[0] ? NAN : rounds_median(r[0], n[0], p);
+    t[p] = rounds_median(r[1], n[1], p);
+  }
+  policy_row("compact_pair_ns", c[P_PAIR], t[P_PAIR], "ns", "<=ref*1.2 (4 KiB alloc+free, cached)");
+  policy_row("compact_mixed_ns", c[P_MIXED], t[P_MIXED], "ns", "<=ref*1.2 (one free + one alloc, 1000 live)");
+  policy_row("compact_churn_ns", c[P_CHURN], t[P_CHURN], "ns", "<=ref*1.2 (per alloc+free pair)");
+
+  /* the churn must make compact give pages back: the fewest over the rounds */
+  double unmaps = NAN, maps = NAN, peak_res = NAN, t_unmaps = NAN, t_maps = NAN, t_res = NAN, t_alloc = NAN;
+  for (int i = 0; i < n[0] && !dead[0]; i++) {
+    if (isnan(unmaps) || r[0][i].ch_unmaps < unmaps) unmaps = (double)r[0][i].ch_unmaps;
+    if (isnan(maps) || r[0][i].ch_maps < maps) maps = (double)r[0][i].ch_maps;
+    if (isnan(peak_res) || r[0][i].ch_peak_res / MIB > peak_res) peak_res = (double)r[0][i].ch_peak_res / MIB;
+  }
+  for (int i = 0; i < n[1]; i++) {
+    if (isnan(t_unmaps) || r[1][i].ch_unmaps > t_unmaps) t_unmaps = (double)r[1][i].ch_unmaps;
+    if (isnan(t_maps) || r[1][i].ch_maps > t_maps) t_maps = (double)r[1][i].ch_maps;
+    if (isnan(t_res) || r[1][i].ch_peak_res / MIB > t_res) t_res = (double)r[1][i].ch_peak_res / MIB;
+    if (isnan(t_alloc) || r[1][i].ch_peak_alloc / MIB > t_alloc) t_alloc = (double)r[1][i].ch_peak_alloc / MIB;
+  }
+  policy_row("compact_churn_unmaps", unmaps, t_unmaps, "count",
+             ">0 (pages given back in the timed steps; fewest over the rounds)");
+  policy_row("compact_churn_maps", maps, t_maps, "count", ">0 (pages mapped again in the timed steps)");
+  if (!isnan(unmaps) && (unmaps <= 0 || maps <= 0))
+    printf("bench_alloc: FAILURE: under policy:compact the churn benchmark %s in its timed steps; it does not test "
+           "giving pages back\n", unmaps <= 0 ? "unmapped nothing" : "mapped nothing");
+  char target[160];
+  if (isnan(t_alloc))
+    snprintf(target, sizeof target, "info (no torch-policy peak allocated)");
+  else
+    snprintf(target, sizeof target, "<=%.1f (max(1.10 P, P + 4 MiB), P = torch policy's peak allocated %.1f MiB)",
+             fmax(1.10 * t_alloc, t_alloc + 4.0), t_alloc);
+  policy_row("compact_churn_peak_reserved", peak_res, t_res, "MiB", target);
+  printf("bench_alloc: policy comparison: %d child processes, %.1f s\n", children, (double)(now_ns() - t0) * 1e-9);
+  fflush(stdout);
+}
+
 int main(int argc, char **argv) {
-  if (argc >= 3 && !strcmp(argv[1], "--frag")) return frag_child(argv[2]);
-  if (argc >= 3 && !strcmp(argv[1], "--frag-trace")) return frag_trace(argv[2]);
-  setvbuf(stdout, NULL, _IOLBF, 0);
   const char *sc = getenv("BENCH_ALLOC_SCALE");
   if (sc && atof(sc) > 0) g_scale = atof(sc);
+  g_ch_warm = 4;
+  g_ch_steps = g_scale >= 1.0 / 12 ? (long)(6 * g_scale + 0.5) : 1; /* per trial, 5 trials */
+  if (argc >= 3 && !strcmp(argv[1], "--frag")) return frag_child(argv[2]);
+  if (argc >= 3 && !strcmp(argv[1], "--frag-trace")) return frag_trace(argv[2]);
+  if (argc >= 3 && !strcmp(argv[1], "--churn-sim")) return churn_sim(argv[2], g_ch_warm, g_ch_steps);
+  if (argc >= 3 && !strcmp(argv[1], "--policy")) {
+    g_iters_pair = scaled(100000);
+    g_iters_mix_warm = scaled(20000);
+    g_iters_mix = scaled(20000);
+    return policy_child(argv[2]);
+  }
+  setvbuf(stdout, NULL, _IOLBF, 0);
 
   if (tcuda_device_count() < 1) {
     printf("SKIPPED bench_alloc: no CUDA device (%s)\n", tcuda_unavailable_reason());
@@ -881,15 +1116,15 @@ int main(int argc, char **argv) {
     }
   }
 
+  char self[4096];
+  ssize_t self_len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (self_len <= 0) {
+    snprintf(self, sizeof self, "%s", argv[0]);
+  } else {
+    self[self_len] = 0;
+  }
   /* (e) fragmentation, each variant in its own process */
   {
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) {
-      snprintf(self, sizeof self, "%s", argv[0]);
-    } else {
-      self[n] = 0;
-    }
     const char *variants[] = {"tcuda", "tcuda-expandable", "torch", "torch-expandable", "cudaMallocAsync"};
     double fr[5];
     for (int i = 0; i < 5; i++) {
@@ -910,6 +1145,9 @@ int main(int argc, char **argv) {
     double e2[A_COUNT] = {fr[1], fr[3], fr[4]};
     report("frag_expandable_peak_reserved_over_allocated", e2, "ratio", "<=torch*1.001");
   }
+
+  /* (i) policy:compact against the torch-identical policy, in child processes */
+  policy_compare(self);
 
   /* (f) last: a failure inside torch's C++ may end the process */
   if (have_streams) {
