@@ -127,29 +127,42 @@ static uint64_t compact_budget(tc_alloc *a, uint64_t size) {
 
 #define TRIM_ROUND 64
 
-/* Up to TRIM_ROUND free blocks of the default pools with whole pages,
- * largest first, until their pages add up to `want`; adds them to *found. */
+static tc_block *tree_last(const tc_tree *t) {
+  tc_block *b = t->root;
+  if (b) while (b->tr) b = b->tr;
+  return b;
+}
+
+/* Up to TRIM_ROUND free blocks with whole pages in the default pools'
+ * segments, from the highest address down, until their pages add up to
+ * `want`; adds them to *found. From the top, because placement fills the
+ * lowest addresses first: pages there are the ones the next requests
+ * reuse, and giving back the largest blocks instead moved many times more
+ * pages on a churn (docs/allocator.md). Each segment ends in an unmapped
+ * block, and a walk down from each unmapped block stops at the next one,
+ * so every block is visited at most once. */
 static size_t trim_pick(tc_alloc *a, tc_block **pick, uint64_t want, uint64_t *found) {
   size_t n = 0;
   tc_pool *pools[2] = {&a->large, &a->small};
   for (int k = 0; k < 2 && *found < want; k++) {
-    tc_bset *set = &pools[k]->blocks;
-    for (tc_block *b = tc_bs_last(set); b && *found < want && n < TRIM_ROUND; b = tc_bs_prev(set, b)) {
-      tc_seg *seg = b->seg;
-      if (!seg->expandable) continue;
-      uint64_t off = b->addr - seg->addr;
-      uint64_t begin = (off + seg->page - 1) / seg->page, end = (off + b->size) / seg->page;
-      if (begin >= end) continue;
-      pick[n++] = b;
-      *found += (end - begin) * seg->page;
+    for (tc_block *c = tree_last(&pools[k]->unmapped); c && *found < want && n < TRIM_ROUND; c = tree_prev(c)) {
+      for (tc_block *b = c->prev; b && b->mapped && *found < want && n < TRIM_ROUND; b = b->prev) {
+        if (!allocatable(b)) continue;
+        tc_seg *seg = b->seg;
+        uint64_t off = b->addr - seg->addr;
+        uint64_t begin = (off + seg->page - 1) / seg->page, end = (off + b->size) / seg->page;
+        if (begin >= end) continue;
+        pick[n++] = b;
+        *found += (end - begin) * seg->page;
+      }
     }
   }
   return n;
 }
 
 /* Compact policy: before mapping for a request of `size` bytes (rounded)
- * into `pool`, unmap free whole pages of the default pools, largest free
- * blocks first, until reserved plus its pages fits the budget and the
+ * into `pool`, unmap free whole pages of the default pools, highest
+ * addresses first, until reserved plus its pages fits the budget and the
  * memory fraction's limit. A private pool keeps its pages: a captured graph
  * still addresses the blocks it freed. Each stream is synchronized once,
  * before its first unmap: a freed block may still be in use by kernels
