@@ -24,7 +24,9 @@ Exit 1 when a run fails or the losses differ. Without torch or a GPU it
 prints SKIPPED and exits 0. libtcuda: TCUDA_LIBRARY, else
 TCUDA_BINARY_DIR/src/libtcuda.so (bench/run-gpu sets TCUDA_BINARY_DIR to its
 BUILD_DIR), else the tcuda package's own search. TRAIN_COMPACT_CYCLES sets
-the measured cycles (default 20).
+the measured cycles per run (default 12), TRAIN_COMPACT_ROUNDS how many
+times the three runs go, in alternating order (default 3); step times are
+the median over rounds.
 """
 import os
 import sys
@@ -55,8 +57,9 @@ def main():
     sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
     import train_compact as tc
 
-    cycles = int(os.environ.get("TRAIN_COMPACT_CYCLES", "20") or 20)
-    res, fail = tc.measure(cycles)
+    cycles = int(os.environ.get("TRAIN_COMPACT_CYCLES", "12") or 12)
+    rounds = int(os.environ.get("TRAIN_COMPACT_ROUNDS", "3") or 3)
+    res, fail = tc.measure(cycles, rounds)
     print(tc.report(res))
     a, b, c = (res.get(m) for m in tc.MODES)
     if a and c:

@@ -171,13 +171,19 @@ def run(mode, cycles):
             ms += (time.perf_counter() - t0) * 1000.0
         if c > 1:
             cycle_ms.append(ms / len(SHAPES))
+        else:
+            st1 = stats()
     st = stats()
     return {"mode": mode, "conf": os.environ.get("TCUDA_ALLOC_CONF"), "settings": settings,
             "losses": [float(v).hex() for v in losses], "step_ms": statistics.median(cycle_ms),
             "cycle_ms": cycle_ms, "baseline": baseline, "physical_peak": peak[0] - baseline,
             "peak_allocated": int(st.get("allocated_bytes.all.peak", 0)),
             "peak_reserved": int(st.get("reserved_bytes.all.peak", 0)),
-            "num_allocs": int(st.get("allocation.all.allocated", 0))}
+            "num_allocs": int(st.get("allocation.all.allocated", 0)),
+            # device calls in the timed cycles: cudaMalloc/cudaFree, or
+            # page maps/unmaps under compact
+            "timed_device_allocs": int(st.get("num_device_alloc", 0)) - int(st1.get("num_device_alloc", 0)),
+            "timed_device_frees": int(st.get("num_device_free", 0)) - int(st1.get("num_device_free", 0))}
 
 
 def child(mode, cycles):
@@ -194,15 +200,32 @@ def child(mode, cycles):
     return json.loads(r.stdout.strip().splitlines()[-1]), None
 
 
-def measure(cycles):
-    """The three runs: ({mode: result}, [failures])."""
-    res, fail = {}, []
-    for mode in MODES:
-        got, why = child(mode, cycles)
-        if why:
-            fail.append(why)
-        else:
-            res[mode] = got
+def measure(cycles, rounds=1):
+    """The three runs, `rounds` times with the order reversed every other
+    round (this host's speed drifts within a run): ({mode: result},
+    [failures]). A mode's step_ms is the median of its rounds' medians,
+    its physical peak the highest; its losses must not change between
+    rounds (the loop is deterministic)."""
+    res, fail, times = {}, [], {m: [] for m in MODES}
+    for r in range(rounds):
+        for mode in (MODES if r % 2 == 0 else tuple(reversed(MODES))):
+            got, why = child(mode, cycles)
+            if why:
+                fail.append(why)
+                continue
+            times[mode].append(got["step_ms"])
+            prev = res.get(mode)
+            if prev is None:
+                res[mode] = got
+                continue
+            if prev["losses"] != got["losses"]:
+                fail.append("losses of the %s run changed between rounds" % mode)
+            for k in ("physical_peak", "peak_reserved", "timed_device_allocs", "timed_device_frees"):
+                prev[k] = max(prev[k], got[k])
+    for mode, ts in times.items():
+        if mode in res:
+            res[mode]["step_ms"] = statistics.median(ts)
+            res[mode]["round_ms"] = ts
     return res, fail
 
 
@@ -232,10 +255,14 @@ def report(res):
         r = res.get(m)
         if not r:
             continue
-        lines.append("%-7s step %.3f ms (median of %d cycles), physical peak %.1f MiB over a baseline of %.1f MiB, "
-                     "peak allocated %.1f MiB, peak reserved %.1f MiB%s"
-                     % (m, r["step_ms"], len(r["cycle_ms"]), r["physical_peak"] / MIB, r["baseline"] / MIB,
-                        r["peak_allocated"] / MIB, r["peak_reserved"] / MIB,
+        rounds = r.get("round_ms", [r["step_ms"]])
+        lines.append("%-7s step %.3f ms (median of %d cycles%s), physical peak %.1f MiB over a baseline of %.1f MiB, "
+                     "peak allocated %.1f MiB, peak reserved %.1f MiB, %d device allocs / %d frees in the timed "
+                     "cycles%s"
+                     % (m, r["step_ms"], len(r["cycle_ms"]),
+                        "; rounds %s" % " ".join("%.3f" % t for t in rounds) if len(rounds) > 1 else "",
+                        r["physical_peak"] / MIB, r["baseline"] / MIB, r["peak_allocated"] / MIB,
+                        r["peak_reserved"] / MIB, r["timed_device_allocs"], r["timed_device_frees"],
                         ", config %s" % r["settings"] if r["settings"] else ""))
     a, b, c = (res.get(m) for m in MODES)
     if a and c:
