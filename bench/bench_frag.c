@@ -28,7 +28,7 @@
  * usage: bench_frag [--sim] [--jobs N] [FILE.trace|FILE.pickle ...]
  * Environment: BENCH_FRAG_JOBS (children at once, default 8),
  * BENCH_FRAG_TORCH_CONFIGS (torch-best candidates, ';'-separated),
- * BENCH_FRAG_CHILD_TIMEOUT (seconds, default 60), BENCH_PYTHON (python3).
+ * BENCH_FRAG_CHILD_TIMEOUT (seconds, default 150), BENCH_PYTHON (python3).
  * Prints a markdown table and RESULT lines (format: bench/run-gpu). */
 #define _GNU_SOURCE
 #include <dirent.h>

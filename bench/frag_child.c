@@ -136,7 +136,7 @@ int frag_child_main(const char *kind, const char *config, const char *path) {
   unsetenv("PYTORCH_CUDA_ALLOC_CONF");
   unsetenv("PYTORCH_ALLOC_CONF");
   const char *to = getenv("BENCH_FRAG_CHILD_TIMEOUT");
-  alarm(to && atoi(to) > 0 ? (unsigned)atoi(to) : 60);
+  alarm(to && atoi(to) > 0 ? (unsigned)atoi(to) : 150);
   ftrace t;
   char err[512];
   if (frag_trace_parse(path, &t, err, sizeof err)) return child_na("%s", err);
