@@ -77,7 +77,10 @@ HOT_INLINE int get_free_block(tc_alloc *a, params *p) {
   if (a->has_allowed && a->cfg.garbage_collection_threshold > 0) pool->gc_calls++;
   tc_block *it = bs_lower_bound(&pool->blocks, p->stream, p->size, 0);
   if (!it || it->stream != p->stream) return 0;
-  if (it->seg->expandable) {
+  /* compact: plain best fit, and the hit path of fixed segments (its blocks
+   * are fully mapped, and it gives back pages by its budget instead) */
+  int grow = it->seg->expandable && a->cfg.policy != TC_POLICY_COMPACT;
+  if (grow) {
     if (vmm_segments(a)) {
       /* Best fit by the size a block can grow to, not its mapped size. */
 #define EXP_SIZE(b) ((b)->size + ((b)->next && !(b)->next->mapped ? (b)->next->size : 0))
@@ -97,7 +100,7 @@ HOT_INLINE int get_free_block(tc_alloc *a, params *p) {
   if (p->size < msp && it->size >= msp) return 0;
   if (p->size >= msp && it->size >= p->size + a->cfg.max_non_split_rounding_size) return 0;
   p->block = it;
-  if (it->seg->expandable) bs_erase(it);
+  if (grow) bs_erase(it);
   else p->in_tree = 1;
   return 1;
 }
