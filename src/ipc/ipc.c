@@ -282,8 +282,8 @@ tcuda_status tcuda_ipc_export(void *ptr, tcuda_ipc_handle_t *h) {
   if ((s = find_block(F, (uint64_t)(uintptr_t)ptr, &seg, &blk))) return s;
   if (seg.is_expandable)
     return tc_error(TCUDA_ERROR_NOT_SUPPORTED,
-                    "%s: ptr %p lives in an expandable segment, which cudaIpc cannot share; allocate it with "
-                    "expandable_segments:False",
+                    "%s: ptr %p lives in an expandable segment (expandable_segments:True or policy:compact), "
+                    "which cudaIpc cannot share; allocate it with expandable_segments:False and policy:torch",
                     F, ptr);
   memset(h, 0, sizeof *h);
   tcuda_device_guard_t g;
