@@ -262,23 +262,9 @@ static tcuda_status cuda_map(void *ctx, int device, uint64_t addr, uint64_t size
   return TCUDA_SUCCESS;
 }
 
-static tcuda_status cuda_unmap(void *ctx, int device, uint64_t addr, uint64_t size) {
-  (void)ctx;
-  tcuda_status s = drv_ready();
-  if (s) return s;
-  on_dev d;
-  if ((s = dev_begin(&d, device))) return s;
-  CUmemAllocationProp prop;
-  mem_prop(&prop, device);
-  size_t gran = 0;
-  CUresult r = drv.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-  for (uint64_t off = 0; r == CUDA_SUCCESS && off < size; off += gran) r = drv.unmap((CUdeviceptr)(addr + off), gran);
-  dev_end(&d);
-  return r == CUDA_SUCCESS ? TCUDA_SUCCESS : drv_error(r, "cuMemUnmap");
-}
-
-static tcuda_status cuda_unmap_keep(void *ctx, int device, uint64_t addr, uint64_t size) {
-  (void)ctx;
+/* Unmap page by page; keep: hold each page's physical handle for the
+ * device's next map calls (unmap_keep) instead of letting it go. */
+static tcuda_status unmap_pages(int device, uint64_t addr, uint64_t size, int keep) {
   tcuda_status s = drv_ready();
   if (s) return s;
   on_dev d;
@@ -289,12 +275,22 @@ static tcuda_status cuda_unmap_keep(void *ctx, int device, uint64_t addr, uint64
   CUresult r = drv.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
   for (uint64_t off = 0; r == CUDA_SUCCESS && off < size; off += gran) {
     CUmemGenericAllocationHandle h = 0;
-    int held = drv.retain && drv.retain(&h, (void *)(uintptr_t)(addr + off)) == CUDA_SUCCESS;
+    int held = keep && drv.retain && drv.retain(&h, (void *)(uintptr_t)(addr + off)) == CUDA_SUCCESS;
     r = drv.unmap((CUdeviceptr)(addr + off), gran);
     if (held && (r != CUDA_SUCCESS || !kept_push(device, h))) drv.release(h);
   }
   dev_end(&d);
   return r == CUDA_SUCCESS ? TCUDA_SUCCESS : drv_error(r, "cuMemUnmap");
+}
+
+static tcuda_status cuda_unmap(void *ctx, int device, uint64_t addr, uint64_t size) {
+  (void)ctx;
+  return unmap_pages(device, addr, size, 0);
+}
+
+static tcuda_status cuda_unmap_keep(void *ctx, int device, uint64_t addr, uint64_t size) {
+  (void)ctx;
+  return unmap_pages(device, addr, size, 1);
 }
 
 static void cuda_release_kept(void *ctx, int device) {
