@@ -92,18 +92,24 @@ static void tc_check_alloc(tc_check_result *r, tc_alloc *a, const tc_backend *be
              j, b->address, at);
       TC_INV(b->size > 0 && b->size % TC_MIN_BLOCK_SIZE == 0, "segment %zu block %zu size %" PRIu64, i, j, b->size);
       at += b->size;
+      /* the compact policy counts a live block by its request's size, as
+       * the torch policy does by pool (the same slot there) */
+      int bp = pool;
+      if (cfg->policy == TC_POLICY_COMPACT && b->state != TCUDA_BLOCK_INACTIVE)
+        bp = tc_alloc_round_size(cfg, b->requested_size) <= TC_SMALL_SIZE ? TCUDA_STAT_SMALL_POOL
+                                                                          : TCUDA_STAT_LARGE_POOL;
       if (b->state == TCUDA_BLOCK_ACTIVE_ALLOCATED) {
-        alloc_n[pool]++;
-        alloc_b[pool] += (int64_t)b->size;
+        alloc_n[bp]++;
+        alloc_b[bp] += (int64_t)b->size;
         seg_alloc += b->size;
         TC_INV(b->requested_size <= b->size, "block %#" PRIx64 ": requested %" PRIu64 " > size %" PRIu64,
                b->address, b->requested_size, b->size);
         if (b->size >= cfg->max_split_size) over_alloc++;
       }
       if (b->state != TCUDA_BLOCK_INACTIVE) {
-        active_n[pool]++;
-        active_b[pool] += (int64_t)b->size;
-        req_b[pool] += (int64_t)b->requested_size;
+        active_n[bp]++;
+        active_b[bp] += (int64_t)b->size;
+        req_b[bp] += (int64_t)b->requested_size;
         seg_active += b->size;
         seg_req += b->requested_size;
       } else if (!g->is_expandable && g->num_blocks > 1) {
@@ -130,7 +136,9 @@ static void tc_check_alloc(tc_check_result *r, tc_alloc *a, const tc_backend *be
     for (int p = 0; p < 3; p++) tc_check_stat(r, names[k], p, &arrs[k][p], rc[k][p], totals_reset);
   tc_check_stat(r, "oversize_allocations", 0, &st.oversize_allocations, over_alloc, totals_reset);
   tc_check_stat(r, "oversize_segments", 0, &st.oversize_segments, over_seg, totals_reset);
-  for (int p = 0; p < 3; p++)
+  /* per pool too, except under compact, whose pages all belong to the large
+   * pool while small requests count in the small one */
+  for (int p = 0; p < (cfg->policy == TC_POLICY_COMPACT ? 1 : 3); p++)
     TC_INV(st.allocated_bytes[p].current <= st.active_bytes[p].current &&
                st.active_bytes[p].current <= st.reserved_bytes[p].current,
            "pool %d: allocated %" PRId64 " <= active %" PRId64 " <= reserved %" PRId64 " fails", p,

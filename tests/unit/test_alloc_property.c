@@ -43,6 +43,11 @@ static const scenario SCENARIOS[] = {
     {"", 0, (uint64_t)1 << 30, TC_SIM_VA_ASCENDING},
     {"max_split_size_mb:32", 0, (uint64_t)1 << 30, TC_SIM_VA_ASCENDING},
     {"expandable_segments:True", 0, (uint64_t)1 << 30, TC_SIM_VA_ASCENDING},
+    /* tcuda's compact policy: the same invariants, with its budget's trims */
+    {"policy:compact", 0, 0, TC_SIM_VA_ASCENDING},
+    {"policy:compact,roundup_power2_divisions:4", 0, 0, TC_SIM_VA_DRIVER},
+    {"policy:compact", 0.5, (uint64_t)4 << 30, TC_SIM_VA_ASCENDING},
+    {"policy:compact", 0, (uint64_t)1 << 30, TC_SIM_VA_ASCENDING},
 };
 
 #define MAX_LIVE 300
