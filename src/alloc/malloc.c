@@ -317,14 +317,19 @@ static tcuda_status oom(tc_alloc *a, const params *p) {
   int64_t ab = a->st.allocated_bytes[TCUDA_STAT_ALL].current, rb = a->st.reserved_bytes[TCUDA_STAT_ALL].current;
   format_size(alloc, sizeof alloc, (uint64_t)ab);
   format_size(unalloc, sizeof unalloc, (uint64_t)(rb - ab));
+  /* torch's advice, except under compact, whose OOM sequence has already
+   * given back every free page it may (outside a capture) */
+  const char *advice = a->cfg.policy == TC_POLICY_COMPACT
+                           ? "The compact policy gives free pages back before an OOM (outside a graph capture), so "
+                             "the live blocks themselves do not fit.  See docs/allocator.md (The compact policy)"
+                           : "If reserved but unallocated memory is large try setting "
+                             "TCUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation "
+                             "for Memory Management  (https://docs.pytorch.org/docs/stable/notes/"
+                             "cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)";
   return tc_error(TCUDA_ERROR_OUT_OF_MEMORY,
                   "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is free. "
-                  "%sOf the allocated memory %s is allocated by tcuda, and %s is reserved by tcuda but unallocated. "
-                  "If reserved but unallocated memory is large try setting TCUDA_ALLOC_CONF=expandable_segments:True "
-                  "to avoid fragmentation.  See documentation for Memory Management  "
-                  "(https://docs.pytorch.org/docs/stable/notes/"
-                  "cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)",
-                  tried, a->device, total, freeb, allowed, alloc, unalloc);
+                  "%sOf the allocated memory %s is allocated by tcuda, and %s is reserved by tcuda but unallocated. %s",
+                  tried, a->device, total, freeb, allowed, alloc, unalloc, advice);
 }
 
 /* torch's get_pool: a stream some capture's filter claims allocates from
