@@ -87,6 +87,15 @@ static tcuda_status rec_unmap(void *c, int dev, uint64_t addr, uint64_t size) {
   rec_ctx *r = c;
   return r->inner->unmap(r->inner->ctx, dev, addr, size);
 }
+static tcuda_status rec_unmap_keep(void *c, int dev, uint64_t addr, uint64_t size) {
+  rec_ctx *r = c;
+  if (!r->inner->unmap_keep) return r->inner->unmap(r->inner->ctx, dev, addr, size);
+  return r->inner->unmap_keep(r->inner->ctx, dev, addr, size);
+}
+static void rec_release_kept(void *c, int dev) {
+  rec_ctx *r = c;
+  if (r->inner->release_kept) r->inner->release_kept(r->inner->ctx, dev);
+}
 static tcuda_status rec_event_record(void *c, int dev, uint64_t stream, void **ev) {
   rec_ctx *r = c;
   return r->inner->event_record(r->inner->ctx, dev, stream, ev);
@@ -174,7 +183,9 @@ static void rec_wrap(tc_backend *w, rec_ctx *r) {
                     .event_synchronize = rec_event_synchronize,
                     .event_release = rec_event_release,
                     .stream_synchronize = rec_stream_synchronize,
-                    .mem_info = rec_mem_info};
+                    .mem_info = rec_mem_info,
+                    .unmap_keep = rec_unmap_keep,
+                    .release_kept = rec_release_kept};
 }
 
 /* ---- replay ---- */
