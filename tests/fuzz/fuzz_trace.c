@@ -20,6 +20,7 @@ static const char *const CONFIGS[] = {
     "", "max_split_size_mb:20", "roundup_power2_divisions:4", "roundup_power2_divisions:[1:2,16:8,>:1]",
     "expandable_segments:True", "expandable_segments:True,max_split_size_mb:40",
     "garbage_collection_threshold:0.5", "max_split_size_mb:24,max_non_split_rounding_mb:64",
+    "policy:compact",
 };
 #define NCONF (sizeof CONFIGS / sizeof *CONFIGS)
 
