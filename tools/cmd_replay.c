@@ -69,6 +69,21 @@ static int is_snapshot(const char *path) {
   return first == 0x80 || ch == '{';
 }
 
+/* The exit code of a replay that wrote through to_stdout: its error, a
+ * write error, or 0 once stdout is flushed. */
+static int finish(tcuda_status s, const out_ctx *c) {
+  if (s) {
+    if (!c->err) return cli_fail("replay");
+    fprintf(stderr, "tcuda replay: write error: %s\n", strerror(c->err));
+    return 1;
+  }
+  if (fflush(stdout)) {
+    fprintf(stderr, "tcuda replay: write error: %s\n", strerror(errno));
+    return 1;
+  }
+  return 0;
+}
+
 static int replay_snapshot(const char *path, tcuda_replay_options_t *o, const char *config) {
   int rc;
   if (config && !cli_alloc_config(&CMD, config, &o->config, &rc)) return rc;
@@ -78,13 +93,7 @@ static int replay_snapshot(const char *path, tcuda_replay_options_t *o, const ch
     fprintf(stderr, "tcuda replay: simulated device of 150109880320 bytes (an H200's; --capacity sets it)\n");
   out_ctx c = {0};
   tcuda_status s = tcuda_replay_snapshot_to(path, o, to_stdout, &c);
-  if (s) {
-    if (!c.err) return cli_fail("replay");
-    fprintf(stderr, "tcuda replay: write error: %s\n", strerror(c.err));
-    return 1;
-  }
-  if (fflush(stdout)) { fprintf(stderr, "tcuda replay: write error: %s\n", strerror(errno)); return 1; }
-  return 0;
+  return finish(s, &c);
 }
 
 int cmd_replay(int argc, char **argv) {
@@ -162,11 +171,5 @@ int cmd_replay(int argc, char **argv) {
   tcuda_status s = tcuda_replay_file_to(trace, &o, to_stdout, &c);
   if (s == TCUDA_ERROR_NOT_AVAILABLE && !o.simulate)
     return cli_error(&CMD, "%s; add --simulate to replay on a simulated H200 without a GPU", tcuda_last_error());
-  if (s) {
-    if (!c.err) return cli_fail("replay");
-    fprintf(stderr, "tcuda replay: write error: %s\n", strerror(c.err));
-    return 1;
-  }
-  if (fflush(stdout)) { fprintf(stderr, "tcuda replay: write error: %s\n", strerror(errno)); return 1; }
-  return 0;
+  return finish(s, &c);
 }
