@@ -168,5 +168,22 @@ run 0 "" whatif --json --html "$tmp/p2.html" --config max_split_size_mb:64 "$dat
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert all(len(r['series']['t_ms']) > 0 for r in d['configs'])" \
   "$tmp/out" || bad "whatif --json --html: no series in the document"
 
+# ---- the default sweep's policy:compact row: present, never recommended ----
+# kv_decoder: compact's min_limit (56 MiB) is below every torch config's
+# (64 MiB at best), so a recommendation that did not skip it would pick it.
+"$cli" whatif "$data/kv_decoder.pickle" --json > "$tmp/out" 2> "$tmp/err" || bad "whatif --json kv_decoder: exit $?"
+python3 - "$tmp/out" << 'PY' || bad "whatif's policy:compact row"
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = [r for r in d["configs"] if r["config"] == "policy:compact"]
+assert len(rows) == 1 and rows[0]["source"] == "sweep", rows
+best = min(r["min_limit"] for r in d["configs"] if r["min_limit"] is not None)
+assert rows[0]["min_limit"] == best, (rows[0]["min_limit"], best)
+assert d["recommended"]["config"] != "policy:compact", d["recommended"]
+PY
+"$cli" whatif "$data/kv_decoder.pickle" > "$tmp/out" 2> "$tmp/err" || bad "whatif kv_decoder: exit $?"
+grep -q "^with tcuda as torch's allocator (CUDAPluggableAllocator, TCUDA_ALLOC_CONF=policy:compact): min_limit" \
+  "$tmp/out" || bad "whatif's table lacks the policy:compact line"
+
 [ $fail = 0 ] && echo "whatif_cli: all passed"
 exit $fail
