@@ -35,6 +35,10 @@ struct tc_backend {
   tcuda_status (*event_synchronize)(void *ctx, void *event);
   void (*event_release)(void *ctx, void *event);
   tcuda_status (*stream_synchronize)(void *ctx, int device, uint64_t stream);
+  /* Waits for all work queued on the device, on any stream: the compact
+   * policy's trim, which must not name a stream the program may have
+   * destroyed since it freed a block there. */
+  tcuda_status (*device_synchronize)(void *ctx, int device);
   /* Device free/total bytes, for the OOM message. */
   tcuda_status (*mem_info)(void *ctx, int device, uint64_t *free_bytes, uint64_t *total_bytes);
   /* Optional (NULL: use unmap). Unmap, keeping the physical pages for the

@@ -398,6 +398,16 @@ static tcuda_status cuda_stream_synchronize(void *ctx, int device, uint64_t stre
   return e == cudaSuccess ? TCUDA_SUCCESS : tc_cuda_error(e, F, "cudaStreamSynchronize");
 }
 
+static tcuda_status cuda_device_synchronize(void *ctx, int device) {
+  (void)ctx;
+  on_dev d;
+  tcuda_status s = dev_begin(&d, device);
+  if (s) return s;
+  cudaError_t e = cudaDeviceSynchronize();
+  dev_end(&d);
+  return e == cudaSuccess ? TCUDA_SUCCESS : tc_cuda_error(e, F, "cudaDeviceSynchronize");
+}
+
 static tcuda_status cuda_mem_info(void *ctx, int device, uint64_t *free_bytes, uint64_t *total_bytes) {
   (void)ctx;
   on_dev d;
@@ -415,7 +425,7 @@ static tcuda_status cuda_mem_info(void *ctx, int device, uint64_t *free_bytes, u
 static const tc_backend cuda_backend = {
     "cuda",          NULL,          cuda_segment_alloc, cuda_segment_free, cuda_va_reserve,
     cuda_va_release, cuda_map,      cuda_unmap,         cuda_event_record, cuda_event_query,
-    cuda_event_synchronize, cuda_event_release, cuda_stream_synchronize, cuda_mem_info,
-    cuda_unmap_keep, cuda_release_kept};
+    cuda_event_synchronize, cuda_event_release, cuda_stream_synchronize, cuda_device_synchronize,
+    cuda_mem_info,          cuda_unmap_keep,    cuda_release_kept};
 
 const tc_backend *tc_backend_cuda(void) { return &cuda_backend; }

@@ -494,6 +494,12 @@ static tcuda_status sim_stream_synchronize(void *ctx, int device, uint64_t strea
   return st;
 }
 
+static tcuda_status sim_device_synchronize(void *ctx, int device) {
+  (void)device;
+  tc_backend_sim_complete_events(&((sim *)ctx)->be);
+  return TCUDA_SUCCESS;
+}
+
 static tcuda_status sim_mem_info(void *ctx, int device, uint64_t *free_bytes, uint64_t *total_bytes) {
   sim *s = (sim *)ctx;
   (void)device;
@@ -598,8 +604,8 @@ tcuda_status tc_backend_sim_create(const tc_sim_options *opt, tc_backend **out) 
   }
   s->be = (tc_backend){"sim",           s,         sim_segment_alloc, sim_segment_free,      sim_va_reserve,
                        sim_va_release,  sim_map,   sim_unmap,         sim_event_record,      sim_event_query,
-                       sim_event_synchronize, sim_event_release, sim_stream_synchronize, sim_mem_info,
-                       NULL,                  NULL};
+                       sim_event_synchronize, sim_event_release, sim_stream_synchronize, sim_device_synchronize,
+                       sim_mem_info,          NULL,              NULL};
   s->capacity = opt && opt->capacity ? opt->capacity : H200_CAPACITY;
   s->va = opt ? opt->va : TC_SIM_VA_DRIVER;
   s->asc_next = ASC_BASE;

@@ -164,29 +164,29 @@ static size_t trim_pick(tc_alloc *a, tc_block **pick, uint64_t want, uint64_t *f
  * into `pool`, unmap free whole pages of the default pools, highest
  * addresses first, until reserved plus its pages fits the budget and the
  * memory fraction's limit. A private pool keeps its pages: a captured graph
- * still addresses the blocks it freed. Each stream is synchronized once,
- * before its first unmap: a freed block may still be in use by kernels
- * queued on it. */
+ * still addresses the blocks it freed. The device is synchronized once,
+ * before the first unmap: a freed block may still be in use by kernels
+ * queued on its stream, and that stream may have been destroyed since the
+ * free (torch's expandable segments sync the segment's stream, but only on
+ * empty_cache; a trim can come on any miss). */
 tcuda_status tc_compact_trim(tc_alloc *a, const tc_pool *pool, uint64_t size) {
   if (pool->owner || capturing(a)) return TCUDA_SUCCESS; /* no sync under capture */
   uint64_t need = (size + TC_SMALL_BUFFER - 1) / TC_SMALL_BUFFER * TC_SMALL_BUFFER;
   uint64_t budget = compact_budget(a, size);
   if (a->has_allowed && a->allowed_max < budget) budget = a->allowed_max;
   if (a->total_allocated + need <= budget) return TCUDA_SUCCESS;
-  uint64_t excess = a->total_allocated + need - budget, found = 0, given = 0, synced[8];
-  size_t nsynced = 0, n = TRIM_ROUND;
+  uint64_t excess = a->total_allocated + need - budget, found = 0, given = 0;
+  size_t n = TRIM_ROUND;
+  int synced = 0;
   /* in rounds: an unmap changes the free set, so each round picks afresh */
   while (n == TRIM_ROUND && found < excess) {
     tc_block *pick[TRIM_ROUND];
     n = trim_pick(a, pick, excess, &found);
     for (size_t i = 0; i < n && given < excess; i++) {
-      uint64_t st = pick[i]->seg->stream;
-      size_t j = 0;
-      while (j < nsynced && synced[j] != st) j++;
-      if (j == nsynced) {
-        tcuda_status s = a->be->stream_synchronize(a->be->ctx, a->device, st);
+      if (!synced) {
+        tcuda_status s = a->be->device_synchronize(a->be->ctx, a->device);
         if (s) return s;
-        if (nsynced < 8) synced[nsynced++] = st;
+        synced = 1;
       }
       /* one unmap's splits and merges touch only that block's neighbours,
        * never another pick: two free mapped blocks are never adjacent */

@@ -179,6 +179,11 @@ static tcuda_status w_stream_synchronize(void *c, int dev, uint64_t stream) {
   (void)stream;
   return TCUDA_SUCCESS;
 }
+static tcuda_status w_device_synchronize(void *c, int dev) {
+  (void)c;
+  (void)dev;
+  return TCUDA_SUCCESS;
+}
 static tcuda_status w_mem_info(void *c, int dev, uint64_t *fr, uint64_t *tot) {
   hr *r = c;
   return r->sim->mem_info(r->sim->ctx, dev, fr, tot);
@@ -520,7 +525,8 @@ tcuda_status tc_hist_run(const char *func, tc_hist *h, const tc_hrun_opts *o, tc
                         .va_reserve = w_va_reserve, .va_release = w_va_release, .map = w_map, .unmap = w_unmap,
                         .event_record = w_event_record, .event_query = w_event_query,
                         .event_synchronize = w_event_synchronize, .event_release = w_event_release,
-                        .stream_synchronize = w_stream_synchronize, .mem_info = w_mem_info};
+                        .stream_synchronize = w_stream_synchronize, .device_synchronize = w_device_synchronize,
+                        .mem_info = w_mem_info};
     s = tc_alloc_create(0, &r.be, cfg, cap, &r.a);
   }
   uint64_t allowed = 0;

@@ -116,6 +116,10 @@ static tcuda_status rec_stream_synchronize(void *c, int dev, uint64_t stream) {
   rec_ctx *r = c;
   return r->inner->stream_synchronize(r->inner->ctx, dev, stream);
 }
+static tcuda_status rec_device_synchronize(void *c, int dev) {
+  rec_ctx *r = c;
+  return r->inner->device_synchronize(r->inner->ctx, dev);
+}
 static tcuda_status rec_mem_info(void *c, int dev, uint64_t *fr, uint64_t *tot) {
   rec_ctx *r = c;
   return r->inner->mem_info(r->inner->ctx, dev, fr, tot);
@@ -183,6 +187,7 @@ static void rec_wrap(tc_backend *w, rec_ctx *r) {
                     .event_synchronize = rec_event_synchronize,
                     .event_release = rec_event_release,
                     .stream_synchronize = rec_stream_synchronize,
+                    .device_synchronize = rec_device_synchronize,
                     .mem_info = rec_mem_info,
                     .unmap_keep = rec_unmap_keep,
                     .release_kept = rec_release_kept};

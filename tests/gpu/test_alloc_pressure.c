@@ -1,8 +1,10 @@
 /* The allocator on a real GPU under cross-stream use and memory pressure:
  * record_stream keeps a block from another stream while a kernel still
  * reads it (checked on the data), filling the device ends in a clean OOM
- * after which everything works again, and garbage collection under a
- * memory fraction frees cached blocks before a retry is needed. */
+ * after which everything works again, garbage collection under a
+ * memory fraction frees cached blocks before a retry is needed, and the
+ * compact policy's trim waits for a destroyed stream's kernels before it
+ * unmaps the pages they read. */
 #include "harness.h"
 #include "stream_kernels.h"
 
@@ -117,9 +119,47 @@ static void gc_threshold_with_fraction(void) {
   tcuda_string_free(old);
 }
 
+/* A block freed on a stream whose kernel still reads it, the stream then
+ * destroyed (its queued work runs on): a trim that gives those pages back
+ * must wait for that kernel, without naming the dead stream. */
+static void compact_trim_after_stream_destroy(void) {
+  CHECK_OK(tcuda_set_device(0));
+  CHECK_OK(tcuda_empty_cache());
+  char *old = NULL;
+  CHECK_OK(tcuda_allocator_get_config(&old));
+  CHECK_OK(tcuda_allocator_set_config("policy:compact"));
+  CHECK_OK(tcuda_reset_peak_memory_stats(0));
+  unsigned *mism = NULL, h = ~0u;
+  CHECK(cudaMalloc((void **)&mism, sizeof *mism) == cudaSuccess); /* outside the allocator: never trimmed */
+  CHECK(cudaMemset(mism, 0, sizeof *mism) == cudaSuccess);
+  tcuda_stream_t s;
+  CHECK_OK(tcuda_stream_create(0, 0, 0, &s));
+  size_t n = 64 * MiB / sizeof(unsigned);
+  unsigned *p = NULL, *q = NULL;
+  CHECK_OK(tcuda_malloc_on((void **)&p, n * sizeof *p, 0, s));
+  CHECK(tct_fill(p, n, 33, s.handle) == cudaSuccess);
+  CHECK(tct_spin_us(300000, s.handle) == cudaSuccess);
+  CHECK(tct_check(p, n, 33, mism, s.handle) == cudaSuccess);
+  CHECK_OK(tcuda_free(p)); /* its pages stay mapped, free */
+  CHECK_OK(tcuda_stream_destroy(s));
+  tcuda_memory_stats_t s0 = stats();
+  /* 64 MiB more would pass the budget (1.1 x the 64 MiB peak): p's pages go back first */
+  CHECK_OK(tcuda_malloc((void **)&q, n * sizeof *q));
+  tcuda_memory_stats_t s1 = stats();
+  CHECK(s1.num_device_free > s0.num_device_free);
+  CHECK(cudaMemcpy(&h, mism, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK_EQ_INT(h, 0); /* the check kernel read p's pages intact */
+  CHECK(cudaGetLastError() == cudaSuccess);
+  CHECK_OK(tcuda_free(q));
+  CHECK_OK(tcuda_empty_cache());
+  CHECK(cudaFree(mism) == cudaSuccess);
+  CHECK_OK(tcuda_allocator_set_config(old));
+  tcuda_string_free(old);
+}
+
 int main(int argc, char **argv) {
   tc_require_gpu();
-  static const tc_test tests[] = {T(record_stream_protects_data), T(fill_device_until_oom),
-                                  T(gc_threshold_with_fraction)};
+  static const tc_test tests[] = {T(compact_trim_after_stream_destroy), T(record_stream_protects_data),
+                                  T(fill_device_until_oom), T(gc_threshold_with_fraction)};
   return tc_run(tests, sizeof tests / sizeof *tests, argc, argv);
 }
