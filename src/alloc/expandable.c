@@ -196,7 +196,38 @@ tcuda_status tc_compact_trim(tc_alloc *a, const tc_pool *pool, uint64_t size) {
       given += before - a->total_allocated;
     }
   }
+  /* a trim while the budget's base stays put: the layout itself churns */
+  if (given) {
+    if (a->compact_hw == a->trim_hw && a->steady_trims < TC_NEXT_FIT_TRIMS) a->steady_trims++;
+    a->trim_hw = a->compact_hw;
+  }
   return TCUDA_SUCCESS;
+}
+
+#define NEXT_FIT_WALK 16
+
+/* Next fit: the first free mapped block that fits, walking by address
+ * from the rover, wrapping once at the segment's end; a walk that finds
+ * none leaves the rover where it stopped, so the next one goes on from
+ * there. Caches grown by copy free their blocks in the order they were
+ * made; next fit then keeps the free space in one run that moves through
+ * the segment like a ring, where best fit leaves holes each slightly too
+ * small for the next, larger copy (docs/allocator.md). */
+tc_block *tc_compact_next_fit(tc_alloc *a, const tc_pool *pool, uint64_t stream, uint64_t size) {
+  tc_block *r = a->rover, *b = r;
+  if (!r || r->pool != pool || r->stream != stream) return NULL;
+  int wrapped = 0;
+  for (int i = 0; i < NEXT_FIT_WALK; i++) {
+    if (b->mapped && allocatable(b) && b->size >= size) return b;
+    if (!(b = b->next)) {
+      if (wrapped) return NULL;
+      wrapped = 1;
+      b = r->seg->head;
+    }
+    if (b == r) return NULL;
+  }
+  a->rover = b;
+  return NULL;
 }
 
 int tc_try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, uint64_t size, tc_block **out,
@@ -275,6 +306,7 @@ tcuda_status tc_release_expandable_segment(tc_alloc *a, tc_block *b) {
   tcuda_status s = a->be->va_release(a->be->ctx, a->device, seg->addr, seg->size);
   if (s) return s;
   if (b->pool->owner) b->pool->owner->nsegs--;
+  if (a->rover == b) a->rover = NULL;
   tree_erase(&b->pool->unmapped, b);
   tc_seg_unlink_free(a, seg);
   del_block(a, b);

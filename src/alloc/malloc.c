@@ -75,6 +75,15 @@ static inline void params_init(tc_alloc *a, params *p, uint64_t orig, uint64_t s
 HOT_INLINE int get_free_block(tc_alloc *a, params *p) {
   tc_pool *pool = p->pool;
   if (a->has_allowed && a->cfg.garbage_collection_threshold > 0) pool->gc_calls++;
+  if (a->steady_trims >= TC_NEXT_FIT_TRIMS && p->size >= TC_NEXT_FIT_MIN && !pool->owner) { /* compact only */
+    tc_block *nf = tc_compact_next_fit(a, pool, p->stream, p->size);
+    if (nf) {
+      p->block = nf;
+      p->in_tree = 1;
+      a->rover = nf;
+      return 1;
+    }
+  }
   tc_block *it = bs_lower_bound(&pool->blocks, p->stream, p->size, 0);
   if (!it || it->stream != p->stream) return 0;
   /* compact: plain best fit, and the hit path of fixed segments (its blocks
@@ -376,7 +385,11 @@ HOT_INLINE tcuda_status malloc_locked(tc_alloc *a, uint64_t orig, uint64_t strea
     tc_pool *pp = capture_pool(a, p.size, stream);
     if (pp) p.pool = pp;
   }
-  if (!get_free_block(a, &p) && (s = malloc_miss(a, &p, cap))) return s;
+  if (!get_free_block(a, &p)) {
+    if ((s = malloc_miss(a, &p, cap))) return s;
+    /* compact: a large miss seeds the rover, next fit goes on after it */
+    if (a->cfg.policy == TC_POLICY_COMPACT && p.size >= TC_NEXT_FIT_MIN && !p.pool->owner) a->rover = p.block;
+  }
   tc_block *b = alloc_found_block(a, &p, orig, should_split(a, p.block, p.size));
   *addr = b->addr;
   return TCUDA_SUCCESS;

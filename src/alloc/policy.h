@@ -184,6 +184,12 @@ struct tc_alloc {
   uint64_t allowed_max;
   uint64_t total_allocated;
   uint64_t compact_hw; /* compact policy: the highest allocated total seen (its budget's base) */
+  /* compact policy, next fit (docs/allocator.md): where the next large
+   * request's search starts (a default-pool block, or NULL), and the
+   * trims seen at an unchanged budget, which turn it on */
+  tc_block *rover;
+  uint64_t trim_hw;
+  int steady_trims;
   tcuda_memory_stats_t st;
   tc_pool small, large;
   /* where requests of at most 1 MiB go: small, or large under the compact
@@ -681,6 +687,11 @@ tcuda_status tc_unmap_block(tc_alloc *a, tc_block *b, int flags, uint64_t most);
 tcuda_status tc_release_expandable_segment(tc_alloc *a, tc_block *b);
 /* The compact policy, before mapping for a rounded request of `size`. */
 tcuda_status tc_compact_trim(tc_alloc *a, const tc_pool *pool, uint64_t size);
+/* The compact policy's next fit: requests of at least TC_NEXT_FIT_MIN
+ * bytes, once TC_NEXT_FIT_TRIMS trims have run at an unchanged budget. */
+#define TC_NEXT_FIT_MIN ((uint64_t)4 << 20)
+#define TC_NEXT_FIT_TRIMS 16
+SLOW_PATH tc_block *tc_compact_next_fit(tc_alloc *a, const tc_pool *pool, uint64_t stream, uint64_t size);
 
 /* ------------------------------------------------------------------ */
 /* events.c: record_stream's events                                     */
@@ -762,6 +773,7 @@ static inline uint64_t try_merge(tc_alloc *a, tc_block *dst, tc_block *src, tc_b
     dst->next = src->next;
     if (dst->next) dst->next->prev = dst;
   }
+  if (a->rover == src) a->rover = dst; /* dst now covers src's range */
   uint64_t sub = src->size;
   dst->size += sub;
   if (victim && src->mapped && !*victim) {

@@ -262,6 +262,43 @@ static void test_budget_churn(void) {
   CHECK(t.peak_used > c.peak_used);
 }
 
+/* K/V caches grown by copy (the larger copy made, then the old one freed),
+ * rollout after rollout, near the budget: each freed copy is too small for
+ * the next, larger one. Once the policy has seen the trims repeat, next
+ * fit places the copies in order and the pages stop moving. */
+static void test_grown_caches_settle(void) {
+  fx_setup(COMPACT, TC_SIM_VA_ASCENDING, 0, 8 * GiB);
+  uint64_t param = M(30 * MiB + 4096, 0), peak = 0;
+  int64_t frees_before_last = 0, allocs_before_last = 0;
+  for (int roll = 0; roll < 12; roll++) {
+    if (roll == 9) {
+      tcuda_memory_stats_t st = fx_stats();
+      frees_before_last = st.num_device_free;
+      allocs_before_last = st.num_device_alloc;
+    }
+    uint64_t kv[16], size = 5 * MiB + 100 * KiB + (uint64_t)roll * 64 * KiB;
+    for (int l = 0; l < 16; l++) kv[l] = M(size, 0);
+    for (int t = 0; t < 24; t++) {
+      size += 768 * KiB;
+      for (int l = 0; l < 16; l++) {
+        uint64_t grown = M(size, 0);
+        F(kv[l]);
+        kv[l] = grown;
+      }
+      uint64_t used = tc_backend_sim_used(FX.sim);
+      if (used > peak) peak = used;
+    }
+    for (int l = 0; l < 16; l++) F(kv[l]);
+  }
+  tcuda_memory_stats_t st = fx_stats();
+  CHECK(peak <= budget_of((uint64_t)st.allocated_bytes[TCUDA_STAT_ALL].peak));
+  CHECK(frees_before_last > 0);                            /* it did move pages at first */
+  CHECK_EQ_INT(st.num_device_free, frees_before_last);     /* and none in the last rollouts */
+  CHECK_EQ_INT(st.num_device_alloc, allocs_before_last);
+  F(param);
+  fx_teardown();
+}
+
 /* Whole free pages: what unmapping could give back now. */
 static uint64_t reclaimable(void) {
   tcuda_snapshot_t *s = NULL;
@@ -840,7 +877,7 @@ static void test_config_key(void) {
   fx_teardown();
 }
 
-TC_MAIN(T(test_reserved_is_mapped_random), T(test_budget_churn), T(test_budget_many_holes),
+TC_MAIN(T(test_reserved_is_mapped_random), T(test_budget_churn), T(test_grown_caches_settle), T(test_budget_many_holes),
         T(test_record_stream_pages_stay),
         T(test_record_stream_only_candidate), T(test_private_pool_keeps_pages),
         T(test_empty_cache_unmaps_free_pages), T(test_fraction_limit_and_retry), T(test_device_oom_retry),
