@@ -118,9 +118,11 @@ static uint64_t compact_budget(tc_alloc *a, uint64_t size) {
   uint64_t hw = a->compact_hw;
   uint64_t peak = (uint64_t)a->st.allocated_bytes[TCUDA_STAT_ALL].peak;
   uint64_t now = (uint64_t)a->st.allocated_bytes[TCUDA_STAT_ALL].current + size;
-  if (peak > hw) hw = peak;
+  if (peak > hw) a->compact_hw = hw = peak;
+  /* the request counts for this call only: one past a memory fraction's
+   * limit fails, and must not raise every later call's budget past the
+   * bound of what was really allocated */
   if (now > hw) hw = now;
-  a->compact_hw = hw;
   uint64_t tenth = hw / 10, floor = (uint64_t)4 << 20;
   return hw + (tenth > floor ? tenth : floor);
 }
@@ -217,8 +219,9 @@ tc_block *tc_compact_next_fit(tc_alloc *a, const tc_pool *pool, uint64_t stream,
   tc_block *r = a->rover, *b = r;
   if (!r || r->pool != pool || r->stream != stream) return NULL;
   int wrapped = 0;
+  uint64_t msp = a->cfg.max_split_size, cap = size >= msp ? size + a->cfg.max_non_split_rounding_size : msp;
   for (int i = 0; i < NEXT_FIT_WALK; i++) {
-    if (b->mapped && allocatable(b) && b->size >= size) return b;
+    if (b->mapped && allocatable(b) && b->size >= size && b->size < cap) return b; /* max_split_size's rules too */
     if (!(b = b->next)) {
       if (wrapped) return NULL;
       wrapped = 1;

@@ -62,6 +62,9 @@ void tc_alloc_set_config(tc_alloc *a, const tc_alloc_config *cfg) {
   lk_lock(&a->mu);
   a->cfg = *cfg;
   a->small_route = cfg->policy == TC_POLICY_COMPACT ? &a->large : &a->small;
+  /* next fit is compact's alone, and earns its way back after any change */
+  a->steady_trims = 0;
+  a->rover = NULL;
   lk_unlock(&a->mu);
 }
 
