@@ -21,7 +21,11 @@ void tc_pools_destroy(tc_pool *small, tc_pool *large) {
 
 /* torch's release_blocks: a pool's unsplit free segments go back whole;
  * free expandable blocks give back their whole pages, and a reservation
- * left with nothing mapped goes too. */
+ * left with nothing mapped goes too. torch synchronizes each expandable
+ * segment's stream before unmapping; here one device synchronization
+ * does, because that stream may have been destroyed since its blocks
+ * were freed, and a dead handle crashes the driver. Under a capture,
+ * where a device synchronization is not allowed, torch's way stays. */
 tcuda_status tc_release_blocks(tc_alloc *a, tc_pool *pool) {
   size_t n = 0, cap = 0;
   tc_block **to_unmap = NULL;
@@ -48,8 +52,13 @@ tcuda_status tc_release_blocks(tc_alloc *a, tc_pool *pool) {
     b = nx;
   }
   tcuda_status s = TCUDA_SUCCESS;
+  int flags = TC_UNMAP_SYNC;
+  if (n && !capturing(a)) {
+    s = a->be->device_synchronize(a->be->ctx, a->device);
+    flags = 0;
+  }
   for (size_t i = 0; i < n && !s; i++) {
-    s = tc_unmap_block(a, to_unmap[i], TC_UNMAP_SYNC, UINT64_MAX);
+    s = tc_unmap_block(a, to_unmap[i], flags, UINT64_MAX);
     if (!s && !is_split(to_unmap[i]) && !to_unmap[i]->mapped) s = tc_release_expandable_segment(a, to_unmap[i]);
   }
   free(to_unmap);
