@@ -75,7 +75,8 @@ static inline void params_init(tc_alloc *a, params *p, uint64_t orig, uint64_t s
 HOT_INLINE int get_free_block(tc_alloc *a, params *p) {
   tc_pool *pool = p->pool;
   if (a->has_allowed && a->cfg.garbage_collection_threshold > 0) pool->gc_calls++;
-  if (a->steady_trims >= TC_NEXT_FIT_TRIMS && p->size >= TC_NEXT_FIT_MIN && !pool->owner) { /* compact only */
+  if (a->steady_trims >= TC_NEXT_FIT_TRIMS && p->size >= TC_NEXT_FIT_MIN && !pool->owner &&
+      a->cfg.policy == TC_POLICY_COMPACT) {
     tc_block *nf = tc_compact_next_fit(a, pool, p->stream, p->size);
     if (nf) {
       p->block = nf;
