@@ -26,28 +26,32 @@ typedef struct {
   double fraction;   /* 0 = unset */
   uint64_t capacity; /* 0 = H200 */
   tc_sim_va va;
+  int grown_first; /* compact: first earn next fit with caches grown by copy */
 } scenario;
 
 static const scenario SCENARIOS[] = {
-    {"", 0, 0, TC_SIM_VA_ASCENDING},
-    {"", 0, 0, TC_SIM_VA_DRIVER},
-    {"max_split_size_mb:64", 0, 0, TC_SIM_VA_ASCENDING},
-    {"max_split_size_mb:20,max_non_split_rounding_mb:40", 0, 0, TC_SIM_VA_DRIVER},
-    {"roundup_power2_divisions:4", 0, 0, TC_SIM_VA_ASCENDING},
-    {"roundup_power2_divisions:[1:2,64:8,>:1]", 0, 0, TC_SIM_VA_ASCENDING},
-    {"expandable_segments:True", 0, 0, TC_SIM_VA_ASCENDING},
-    {"expandable_segments:True,max_split_size_mb:64", 0, 0, TC_SIM_VA_DRIVER},
-    {"garbage_collection_threshold:0.6", 0.5, (uint64_t)4 << 30, TC_SIM_VA_ASCENDING},
-    {"garbage_collection_threshold:0.8,max_split_size_mb:32", 0.7, (uint64_t)4 << 30, TC_SIM_VA_DRIVER},
+    {"", 0, 0, TC_SIM_VA_ASCENDING, 0},
+    {"", 0, 0, TC_SIM_VA_DRIVER, 0},
+    {"max_split_size_mb:64", 0, 0, TC_SIM_VA_ASCENDING, 0},
+    {"max_split_size_mb:20,max_non_split_rounding_mb:40", 0, 0, TC_SIM_VA_DRIVER, 0},
+    {"roundup_power2_divisions:4", 0, 0, TC_SIM_VA_ASCENDING, 0},
+    {"roundup_power2_divisions:[1:2,64:8,>:1]", 0, 0, TC_SIM_VA_ASCENDING, 0},
+    {"expandable_segments:True", 0, 0, TC_SIM_VA_ASCENDING, 0},
+    {"expandable_segments:True,max_split_size_mb:64", 0, 0, TC_SIM_VA_DRIVER, 0},
+    {"garbage_collection_threshold:0.6", 0.5, (uint64_t)4 << 30, TC_SIM_VA_ASCENDING, 0},
+    {"garbage_collection_threshold:0.8,max_split_size_mb:32", 0.7, (uint64_t)4 << 30, TC_SIM_VA_DRIVER, 0},
     /* a small device: OOMs, flushes and retries */
-    {"", 0, (uint64_t)1 << 30, TC_SIM_VA_ASCENDING},
-    {"max_split_size_mb:32", 0, (uint64_t)1 << 30, TC_SIM_VA_ASCENDING},
-    {"expandable_segments:True", 0, (uint64_t)1 << 30, TC_SIM_VA_ASCENDING},
+    {"", 0, (uint64_t)1 << 30, TC_SIM_VA_ASCENDING, 0},
+    {"max_split_size_mb:32", 0, (uint64_t)1 << 30, TC_SIM_VA_ASCENDING, 0},
+    {"expandable_segments:True", 0, (uint64_t)1 << 30, TC_SIM_VA_ASCENDING, 0},
     /* tcuda's compact policy: the same invariants, with its budget's trims */
-    {"policy:compact", 0, 0, TC_SIM_VA_ASCENDING},
-    {"policy:compact,roundup_power2_divisions:4", 0, 0, TC_SIM_VA_DRIVER},
-    {"policy:compact", 0.5, (uint64_t)4 << 30, TC_SIM_VA_ASCENDING},
-    {"policy:compact", 0, (uint64_t)1 << 30, TC_SIM_VA_ASCENDING},
+    {"policy:compact", 0, 0, TC_SIM_VA_ASCENDING, 0},
+    {"policy:compact,roundup_power2_divisions:4", 0, 0, TC_SIM_VA_DRIVER, 0},
+    {"policy:compact", 0.5, (uint64_t)4 << 30, TC_SIM_VA_ASCENDING, 0},
+    {"policy:compact", 0, (uint64_t)1 << 30, TC_SIM_VA_ASCENDING, 0},
+    /* ...and with next fit on (its rover across merges, unmaps, releases) */
+    {"policy:compact", 0, 0, TC_SIM_VA_ASCENDING, 1},
+    {"policy:compact", 0, (uint64_t)1 << 30, TC_SIM_VA_DRIVER, 1},
 };
 
 #define MAX_LIVE 300
@@ -92,6 +96,39 @@ static uint64_t random_size(void) {
   return base + rnd() % base;
 }
 
+/* Rollouts of 16 K/V caches grown by copy near the budget, until the pages
+ * stop moving: the sign that compact's next fit is on. Frees everything. */
+static void earn_next_fit(tc_alloc *a) {
+  uint64_t param = 0, kv[16];
+  tcuda_status s = tc_alloc_malloc(a, (30 << 20) + 4096, 0, &param);
+  PCHECK(s == TCUDA_SUCCESS, "warm-up malloc: %s", tcuda_last_error());
+  int64_t frees_before = 0;
+  tcuda_memory_stats_t st;
+  for (int roll = 0; roll < 12 && !run_failed; roll++) {
+    if (roll == 10) {
+      tc_alloc_get_stats(a, &st);
+      frees_before = st.num_device_free;
+    }
+    uint64_t size = (5 << 20) + (100 << 10) + (uint64_t)roll * (64 << 10);
+    for (int l = 0; l < 16; l++) s |= tc_alloc_malloc(a, size, 0, &kv[l]);
+    for (int t = 0; t < 24 && !s; t++) {
+      size += 768 << 10;
+      for (int l = 0; l < 16 && !s; l++) {
+        uint64_t grown = 0;
+        s = tc_alloc_malloc(a, size, 0, &grown);
+        if (!s) s = tc_alloc_free(a, kv[l]);
+        kv[l] = grown;
+      }
+    }
+    PCHECK(s == TCUDA_SUCCESS, "warm-up rollout %d: %s", roll, tcuda_last_error());
+    for (int l = 0; l < 16 && !s; l++) s = tc_alloc_free(a, kv[l]);
+  }
+  tc_alloc_get_stats(a, &st);
+  PCHECK(st.num_device_free == frees_before, "next fit did not settle the warm-up (%" PRId64 " unmaps)",
+         st.num_device_free - frees_before);
+  if (!run_failed) PCHECK(tc_alloc_free(a, param) == TCUDA_SUCCESS, "warm-up free: %s", tcuda_last_error());
+}
+
 static void run(unsigned seed, const scenario *sc, int nops) {
   cur_seed = seed;
   cur_sc = sc;
@@ -120,6 +157,7 @@ static void run(unsigned seed, const scenario *sc, int nops) {
     s = tc_alloc_set_memory_fraction(a, sc->fraction);
     PCHECK(s == TCUDA_SUCCESS, "fraction: %s", tcuda_last_error());
   }
+  if (sc->grown_first) earn_next_fit(a);
   tc_check_handle live[MAX_LIVE];
   int nlive = 0;
   int ooms = 0;
@@ -167,9 +205,9 @@ static void run(unsigned seed, const scenario *sc, int nops) {
   {
     tcuda_memory_stats_t st;
     tc_alloc_get_stats(a, &st);
-    printf("  seed %u '%s' (%" PRIu64 " GiB device): %d ops, %d OOMs, reserved peak %" PRId64 " MiB, %" PRId64 " cudaMallocs, %" PRId64
+    printf("  seed %u '%s'%s (%" PRIu64 " GiB device): %d ops, %d OOMs, reserved peak %" PRId64 " MiB, %" PRId64 " cudaMallocs, %" PRId64
            " syncs, oversize %" PRId64 "\n",
-           seed, sc->conf, (uint64_t)((sc->capacity ? sc->capacity : 150109880320ULL) >> 30), cur_op, ooms, st.reserved_bytes[0].peak >> 20,
+           seed, sc->conf, sc->grown_first ? " after next fit was earned" : "", (uint64_t)((sc->capacity ? sc->capacity : 150109880320ULL) >> 30), cur_op, ooms, st.reserved_bytes[0].peak >> 20,
            st.num_device_alloc, st.num_sync_all_streams, st.oversize_allocations.allocated);
   }
   /* freeing everything and emptying the cache returns every byte */
