@@ -55,6 +55,7 @@
 #include "alloc/alloc.h" /* the policy on the simulated device, for (g) */
 #include "alloc_churn.h"
 #include "bench_util.h"
+#include "mempool.h"
 #ifdef BENCH_HAVE_C10
 #include "c10_alloc_shim.h"
 #endif
@@ -248,27 +249,6 @@ static int ma_cross(size_t n, void *alloc_stream, void *use_stream) {
 static void ma_trim(void) {
   cudaDeviceSynchronize();
   cudaMemPoolTrimTo(g_pool, 0);
-}
-
-static int make_pool(cudaMemPool_t *pool, char *why, size_t why_len) {
-  struct cudaMemPoolProps props;
-  memset(&props, 0, sizeof props);
-  props.allocType = cudaMemAllocationTypePinned;
-  props.handleTypes = cudaMemHandleTypeNone;
-  props.location.type = cudaMemLocationTypeDevice;
-  props.location.id = 0;
-  cudaError_t e = cudaMemPoolCreate(pool, &props);
-  if (e != cudaSuccess) {
-    snprintf(why, why_len, "cudaMemPoolCreate: %s", cudaGetErrorString(e));
-    return -1;
-  }
-  uint64_t threshold = UINT64_MAX;
-  e = cudaMemPoolSetAttribute(*pool, cudaMemPoolAttrReleaseThreshold, &threshold);
-  if (e != cudaSuccess) {
-    snprintf(why, why_len, "cudaMemPoolSetAttribute: %s", cudaGetErrorString(e));
-    return -1;
-  }
-  return 0;
 }
 
 #ifdef BENCH_HAVE_C10
@@ -615,7 +595,7 @@ static int frag_child(const char *variant) {
 #endif
   } else if (!strcmp(variant, "cudaMallocAsync")) {
     char why[256];
-    if (make_pool(&g_pool, why, sizeof why)) {
+    if (bench_make_pool(&g_pool, why, sizeof why)) {
       printf("FRAG NA %s\n", why);
       return 0;
     }
@@ -1036,7 +1016,7 @@ int main(int argc, char **argv) {
     }
   }
 #endif
-  if (make_pool(&g_pool, g_allocs[A_ASYNC].why, sizeof g_allocs[A_ASYNC].why) == 0) g_allocs[A_ASYNC].available = 1;
+  if (bench_make_pool(&g_pool, g_allocs[A_ASYNC].why, sizeof g_allocs[A_ASYNC].why) == 0) g_allocs[A_ASYNC].available = 1;
   for (int i = 0; i < A_COUNT; i++)
     if (!g_allocs[i].available) printf("bench_alloc: %s column unavailable: %s\n", g_allocs[i].name, g_allocs[i].why);
 

@@ -12,6 +12,7 @@
 
 #include "tcuda.h"
 #include "frag.h"
+#include "mempool.h"
 #ifdef BENCH_HAVE_C10
 #include "c10_alloc_shim.h"
 #endif
@@ -164,17 +165,8 @@ int frag_child_main(const char *kind, const char *config, const char *path) {
     reserved = st.reserved_bytes[TCUDA_STAT_ALL].peak;
     allocated = st.allocated_bytes[TCUDA_STAT_ALL].peak;
   } else if (!strcmp(kind, "async")) {
-    struct cudaMemPoolProps props;
-    memset(&props, 0, sizeof props);
-    props.allocType = cudaMemAllocationTypePinned;
-    props.handleTypes = cudaMemHandleTypeNone;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = 0;
-    if ((e = cudaMemPoolCreate(&g_pool, &props)) != cudaSuccess)
-      return child_na("cudaMemPoolCreate: %s", cudaGetErrorString(e));
-    uint64_t keep = UINT64_MAX;
-    if ((e = cudaMemPoolSetAttribute(g_pool, cudaMemPoolAttrReleaseThreshold, &keep)) != cudaSuccess)
-      return child_na("cudaMemPoolSetAttribute: %s", cudaGetErrorString(e));
+    char why[256];
+    if (bench_make_pool(&g_pool, why, sizeof why)) return child_na("%s", why);
     gpu_alloc A = {ma_alloc, ma_free, ma_empty};
     if (replay_gpu(&t, &A, &ooms) || g_why[0]) return child_na("%s", g_why);
     if ((e = cudaDeviceSynchronize()) != cudaSuccess) return child_na("cudaDeviceSynchronize: %s", cudaGetErrorString(e));
