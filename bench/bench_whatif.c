@@ -2,10 +2,10 @@
  * snapshot, on the CPU alone (no GPU needed).
  *
  *   load_s          read the file, parse the pickle (parse_s of it) and
- *                   turn the history into ops (tc_hist_load)       seconds
+ *                   turn the history into ops (tc_tsnap_load)       seconds
  *   replay_*        ONE replay of the whole history, one thread, under
  *                   one config: entries of the trace per second
- *                   (best of BENCH_WHATIF_REPS). This is tc_hist_run, the
+ *                   (best of BENCH_WHATIF_REPS). This is tc_tsnap_run, the
  *                   unit the sweep is made of; setup (a fresh simulated
  *                   device and allocator) is included, loading is not.
  *                   replay_first: the sweep's first replay (the recorded
@@ -39,8 +39,8 @@
 #include <unistd.h>
 
 #include "tcuda.h"
-#include "inspect/pyval.h"
-#include "inspect/torchsnap.h"
+#include "replay/pyval.h"
+#include "replay/torchsnap.h"
 
 #ifndef BENCH_WHATIF_DEFAULT
 #define BENCH_WHATIF_DEFAULT "tests/data/whatif/kv_decoder.pickle"
@@ -98,19 +98,19 @@ static void result(const char *metric, double v, const char *unit, const char *t
 
 /* best-of-reps wall seconds of one replay; *cpu: the thread's CPU seconds
  * in that replay */
-static double time_replay(tc_hist *h, const tc_hrun_opts *o, int reps, tc_hrun_result *keep, double *cpu) {
+static double time_replay(tc_tsnap *h, const tc_tsrun_opts *o, int reps, tc_tsrun_result *keep, double *cpu) {
   double best = 1e30;
   for (int r = 0; r < reps; r++) {
-    tc_hrun_result res;
+    tc_tsrun_result res;
     double c0 = cpu_s(CLOCK_THREAD_CPUTIME_ID), t0 = now_s();
-    if (tc_hist_run(F, h, o, &res)) die("tc_hist_run");
+    if (tc_tsnap_run(F, h, o, &res)) die("tc_tsnap_run");
     double t = now_s() - t0;
     if (t < best) {
       best = t;
       *cpu = cpu_s(CLOCK_THREAD_CPUTIME_ID) - c0;
     }
     if (keep && r == 0) *keep = res;
-    else tc_hrun_result_free(&res);
+    else tc_tsrun_result_free(&res);
   }
   return best;
 }
@@ -160,13 +160,13 @@ int main(int argc, char **argv) {
     if (t < t_parse) t_parse = t;
     tc_arena_destroy(ar);
   }
-  tc_hist h;
+  tc_tsnap h;
   for (int r = 0; r < reps; r++) {
     t0 = now_s();
-    if (tc_hist_load(F, data, len, -1, &h)) die("tc_hist_load");
+    if (tc_tsnap_load(F, data, len, -1, &h)) die("tc_tsnap_load");
     double t = now_s() - t0;
     if (t < t_load) t_load = t;
-    if (r + 1 < reps) tc_hist_free(&h);
+    if (r + 1 < reps) tc_tsnap_free(&h);
   }
   size_t entries = h.num_entries;
   int big = entries >= TARGET_ENTRIES;
@@ -180,8 +180,8 @@ int main(int argc, char **argv) {
   result("load_entries_per_s", (double)entries / t_load, "entries/s", "info");
 
   /* ---- one replay per config, one thread ---- */
-  tc_hrun_result first;
-  tc_hrun_opts eo = {.exact = 1};
+  tc_tsrun_result first;
+  tc_tsrun_opts eo = {.exact = 1};
   double cpu;
   double t_first = time_replay(&h, &eo, 1, &first, &cpu);
   const char *tgt = big ? ">=5000000" : "info (the target is for a 1M-entry history)";
@@ -189,8 +189,8 @@ int main(int argc, char **argv) {
   printf("# recorded config, inferring: %.3f s per replay (%.3f s CPU)\n", t_first, cpu);
   if (first.diverged)
     printf("# note: the recorded replay diverged from torch's segments at %zu places\n", first.diverged);
-  tc_hrun_result_free(&first);
-  tc_hrun_opts ro = {.exact = 2};
+  tc_tsrun_result_free(&first);
+  tc_tsrun_opts ro = {.exact = 2};
   double t_rec = time_replay(&h, &ro, reps, NULL, &cpu);
   result("replay_recorded", (double)entries / t_rec, "entries/s", tgt);
   printf("# recorded config: %.3f s per replay (%.3f s CPU)\n", t_rec, cpu);
@@ -203,16 +203,16 @@ int main(int argc, char **argv) {
     tc_alloc_config cfg;
     tc_alloc_config_default(&cfg);
     if (tc_alloc_config_parse_named(F, rows[i].conf, &cfg)) die(rows[i].conf);
-    tc_hrun_opts o = {.cfg = &cfg};
-    tc_hrun_result res;
+    tc_tsrun_opts o = {.cfg = &cfg};
+    tc_tsrun_result res;
     double t = time_replay(&h, &o, reps, &res, &cpu);
     result(rows[i].metric, (double)entries / t, "entries/s", tgt);
     printf("# %s: %.3f s per replay (%.3f s CPU), peak reserved %.3f GiB, peak allocated %.3f GiB, %llu segment calls\n",
            rows[i].conf[0] ? rows[i].conf : "(torch default)", t, cpu, (double)res.peak_reserved / (1 << 30),
            (double)res.peak_allocated / (1 << 30), (unsigned long long)res.segment_calls);
-    tc_hrun_result_free(&res);
+    tc_tsrun_result_free(&res);
   }
-  tc_hist_free(&h);
+  tc_tsnap_free(&h);
   result("max_rss_MiB", max_rss_mib(), "MiB", "info (the file, one parse tree at a time, the ops)");
 
   /* ---- the default sweep with min_limit ---- */

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "frag.h"
-#include "inspect/trace.h"
+#include "replay/trace.h"
 
 void frag_trace_free(ftrace *t) {
   free(t->ops);
@@ -54,7 +54,7 @@ int frag_trace_parse(const char *path, ftrace *t, char *err, size_t errlen) {
     free(buf);
     return -1;
   }
-  /* the project's own parser (src/inspect/trace.h), which tcuda replay
+  /* the project's own parser (src/replay/trace.h), which tcuda replay
    * uses: its message names the line; here the file comes first */
   tc_trace tr;
   tcuda_status st = tc_trace_parse(buf, len, &tr);

@@ -1,6 +1,6 @@
 /* tcuda: command-line front end. */
 #include "cli.h"
-#include "inspect/json.h"
+#include "inspect/jsonwrite.h"
 #include <string.h>
 
 typedef struct { const char *name; int (*fn)(int, char **); const char *help; } command;
@@ -20,7 +20,7 @@ int cli_fail(const char *what) {
   return 1;
 }
 
-/* The library's escaping rules (src/inspect/json.h), straight to f. */
+/* The library's escaping rules (src/inspect/jsonwrite.h), straight to f. */
 void cli_json_string(FILE *f, const char *s) {
   fputc('"', f);
   for (const unsigned char *p = (const unsigned char *)s; *p;) {

@@ -24,7 +24,7 @@ struct tc_history {
   pthread_mutex_t mu;
   size_t max;  /* 0: unbounded */
   atomic_int stacks;
-  tc_hist_entry *e;
+  tc_history_entry *e;
   void **pcs;  /* TC_HISTORY_DEPTH per slot, when stacks were ever on */
   size_t cap, head, n; /* entry i (oldest first) is slot (head + i) % cap */
 };
@@ -57,7 +57,7 @@ void tc_history_destroy(tc_history *h) {
 /* Re-lay the ring oldest-first into arrays of new_cap slots, keeping the
  * newest min(n, new_cap) entries. Under h->mu. */
 static int relayout(tc_history *h, size_t new_cap, int want_pcs) {
-  tc_hist_entry *e = malloc((new_cap ? new_cap : 1) * sizeof *e);
+  tc_history_entry *e = malloc((new_cap ? new_cap : 1) * sizeof *e);
   void **pcs = want_pcs ? malloc((new_cap ? new_cap : 1) * TC_HISTORY_DEPTH * sizeof *pcs) : NULL;
   if (!e || (want_pcs && !pcs)) {
     free(e);
@@ -111,7 +111,7 @@ void tc_history_trace(void *ctx, tc_trace_action action, uint64_t addr, uint64_t
   }
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  tc_hist_entry x = {.addr = addr, .size = size, .stream = stream,
+  tc_history_entry x = {.addr = addr, .size = size, .stream = stream,
                      .time_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000,
                      .action = (uint8_t)action, .nframes = (uint8_t)np};
   pthread_mutex_lock(&h->mu);
@@ -119,7 +119,7 @@ void tc_history_trace(void *ctx, tc_trace_action action, uint64_t addr, uint64_t
     /* grow; on host OOM the ring just wraps early */
     size_t nc = h->cap ? 2 * h->cap : 1024;
     if (h->max && nc > h->max) nc = h->max;
-    tc_hist_entry *ne = realloc(h->e, nc * sizeof *ne);
+    tc_history_entry *ne = realloc(h->e, nc * sizeof *ne);
     if (ne) {
       h->e = ne;
       if (np || h->pcs) {
@@ -155,7 +155,7 @@ tcuda_status tc_history_copy_take(tc_history *h, tc_history_copy *out) {
   memset(out, 0, sizeof *out);
   pthread_mutex_lock(&h->mu);
   size_t n = h->n;
-  tc_hist_entry *e = malloc((n ? n : 1) * sizeof *e);
+  tc_history_entry *e = malloc((n ? n : 1) * sizeof *e);
   void **pcs = h->pcs ? malloc((n ? n : 1) * TC_HISTORY_DEPTH * sizeof *pcs) : NULL;
   if (!e || (h->pcs && !pcs)) {
     pthread_mutex_unlock(&h->mu);

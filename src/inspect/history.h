@@ -2,7 +2,7 @@
  * snapshot document writer (pickle for memory_viz, or JSON).
  *
  * history.c: recorders, the public record/dump API, snapshot on OOM.
- * pickle.c:  the document writer (only the pickle opcodes that the
+ * snapwrite.c:  the document writer (only the pickle opcodes that the
  *            unpickler of torch's MemoryViz viewer understands).
  */
 #ifndef TC_HISTORY_H
@@ -13,12 +13,12 @@
 
 #define TC_HISTORY_DEPTH 24 /* stack frames kept per entry */
 
-typedef struct tc_hist_entry {
+typedef struct tc_history_entry {
   uint64_t addr, size, stream;
   int64_t time_us;
   uint8_t action;  /* tc_trace_action */
   uint8_t nframes; /* 0 without stacks */
-} tc_hist_entry;
+} tc_history_entry;
 
 /* One recorder. Its tc_history_trace is a tc_trace_fn: pass the recorder
  * as ctx to tc_alloc_set_trace. */
@@ -33,7 +33,7 @@ tcuda_status tc_history_configure(tc_history *h, size_t max_entries, int stacks)
 /* A copy of the entries, oldest first; pcs holds TC_HISTORY_DEPTH slots per
  * entry (NULL without stacks). */
 typedef struct tc_history_copy {
-  tc_hist_entry *e;
+  tc_history_entry *e;
   void **pcs;
   size_t n;
 } tc_history_copy;
@@ -82,13 +82,5 @@ tcuda_status tc_history_entries(const char *func, int device, tcuda_history_entr
 tcuda_status tc_history_dump(const char *func, const char *path, int json);
 /* Forget an attached allocator (tests destroy theirs). */
 void tc_history_detach(tc_alloc *a);
-
-/* ---- replay.c ---- */
-/* The snapshot at the end of a replay on `a`, with the history `hist`
- * recorded on it, written to path (JSON if it ends in ".json", else a
- * memory_viz pickle); streams through map (NULL: as they are). */
-tcuda_status tc_replay_write_history(const char *func, tc_alloc *a, tc_history *hist, int device,
-                                     const tc_alloc_config *cfg, const char *conf_text, const char *path,
-                                     int64_t (*map)(void *, int64_t), void *ctx);
 
 #endif

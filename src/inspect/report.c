@@ -5,7 +5,7 @@
  * in its (sorted) order. */
 #include "report.h"
 #include "core/error.h"
-#include "json.h"
+#include "jsonwrite.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

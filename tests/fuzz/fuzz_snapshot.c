@@ -1,5 +1,5 @@
 /* libFuzzer: a hostile snapshot through the whole what-if path: the
- * readers, the history model (torchsnap.c), its replays (histreplay.c) and
+ * readers, the history model (torchsnap.c), its replays (snapreplay.c) and
  * the sweep's document (whatif.c).
  *  - bytes that are no snapshot give an error with a message, never more;
  *  - a snapshot that loads replays to the end under its own settings and

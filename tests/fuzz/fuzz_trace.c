@@ -7,7 +7,7 @@
  *    the device cannot hold is an OOM, a normal outcome, never an error;
  *  - run op by op on the engine, every invariant of alloc_check.h holds
  *    after every operation, and freeing everything returns every byte. */
-#include "inspect/trace.h"
+#include "replay/trace.h"
 #include "alloc_check.h"
 #include <stdlib.h>
 #include <string.h>

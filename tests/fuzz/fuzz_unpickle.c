@@ -1,10 +1,10 @@
-/* libFuzzer: the snapshot readers (src/inspect/pyval.h) on hostile bytes:
+/* libFuzzer: the snapshot readers (src/replay/pyval.h) on hostile bytes:
  * tc_pv_parse (the unpickler, or JSON after sniffing), and the JSON reader
  * on every input that is not a pickle. A refusal is TCUDA_ERROR_PARSE with
  * a message and no tree; an accepted input gives a tree whose every node
  * (walked within a budget: the memo makes it a graph) is well formed, and
  * the same tree when read again. */
-#include "inspect/pyval.h"
+#include "replay/pyval.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

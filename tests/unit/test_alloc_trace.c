@@ -1,6 +1,6 @@
 /* Trace parser: accepted forms, slots, and every rejection with its line. */
 #include "harness.h"
-#include "inspect/trace.h"
+#include "replay/trace.h"
 
 static tcuda_status parse(const char *s, tc_trace *t) { return tc_trace_parse(s, strlen(s), t); }
 

@@ -6,7 +6,7 @@
 #include "harness.h"
 #include "alloc/alloc.h"
 #include "inspect/history.h"
-#include "inspect/json.h"
+#include "inspect/jsonwrite.h"
 #include <dirent.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -219,14 +219,14 @@ static void test_document_pickle_and_json(void) {
   tc_snapshot_doc doc = {.snap = snap, .num_devices = 2, .traces = tr, .cfg = &cfg,
                          .conf_text = "max_split_size_mb:64", .seg_stream = stream_plus_1000,
                          .trace_stream = NULL};
-  char pk[] = "/tmp/tc_hist_XXXXXX.pickle", js[] = "/tmp/tc_hist_XXXXXX.json";
+  char pk[] = "/tmp/tc_histtest_XXXXXX.pickle", js[] = "/tmp/tc_histtest_XXXXXX.json";
   int fd = mkstemps(pk, 7);
   close(fd);
   fd = mkstemps(js, 5);
   close(fd);
   CHECK_OK(tc_snapshot_doc_write("test", &doc, pk, 0));
   CHECK_OK(tc_snapshot_doc_write("test", &doc, js, 1));
-  char py[] = "/tmp/tc_hist_XXXXXX.py";
+  char py[] = "/tmp/tc_histtest_XXXXXX.py";
   fd = mkstemps(py, 3);
   if (fd >= 0) {
     CHECK(write(fd, PYCHECK, strlen(PYCHECK)) == (ssize_t)strlen(PYCHECK));
@@ -268,7 +268,7 @@ static void test_encoding_edges(void) {
   size_t len = 0;
   CHECK_OK(tc_snapshot_doc_encode("t", &doc, 0, &buf, &len));
   CHECK(len > 2 && (unsigned char)buf[0] == 0x80 && buf[1] == 4 && buf[len - 1] == '.');
-  char pk[] = "/tmp/tc_hist_XXXXXX.pickle";
+  char pk[] = "/tmp/tc_histtest_XXXXXX.pickle";
   int fd = mkstemps(pk, 7);
   CHECK(write(fd, buf, len) == (ssize_t)len);
   close(fd);
@@ -445,7 +445,7 @@ static void test_device_hooks_and_dump(void) {
   }
   tcuda_memory_history_free(e);
   /* the public dump writes what the attached allocators hold */
-  char js[] = "/tmp/tc_hist_XXXXXX.json";
+  char js[] = "/tmp/tc_histtest_XXXXXX.json";
   int fd = mkstemps(js, 5);
   close(fd);
   CHECK_OK(tc_history_dump("tcuda_memory_snapshot_dump_json", js, 1));

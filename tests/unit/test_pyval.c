@@ -1,10 +1,10 @@
-/* The value-tree readers (src/inspect/pyval.h): the restricted unpickler on
+/* The value-tree readers (src/replay/pyval.h): the restricted unpickler on
  * pickles that python3's pickle module wrote (the byte strings below, with
  * the values they hold), on torch's recorded snapshots and on hostile
  * bytes; the JSON reader on the same snapshot as JSON and on the corners of
  * RFC 8259; the sniffing and the accessors. */
 #include "harness.h"
-#include "inspect/pyval.h"
+#include "replay/pyval.h"
 #include <math.h>
 
 #define LIT(s) s, sizeof(s) - 1

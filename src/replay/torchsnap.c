@@ -4,7 +4,7 @@
  * and errors name the entry. Entries of actions this reader does not know
  * (newer torch versions add some) are skipped. */
 #include "core/core.h"
-#include "json.h"
+#include "inspect/jsonwrite.h"
 #include "pyval.h"
 #include "torchsnap.h"
 #include "trace.h"
@@ -123,7 +123,7 @@ typedef struct {
 
 typedef struct {
   const char *func;
-  tc_hist *h;
+  tc_tsnap *h;
   pseg *psegs; /* segments of private pools, from the snapshot */
   size_t npsegs, cap_psegs;
   size_t cap_ops, cap_req, cap_frames, cap_segs, cap_blocks;
@@ -148,8 +148,8 @@ static int get_u64(const tc_pv *d, const char *key, uint64_t *out) {
   return 1;
 }
 
-static tcuda_status add_op(conv *c, tc_hop op) {
-  tc_hist *h = c->h;
+static tcuda_status add_op(conv *c, tc_tsop op) {
+  tc_tsnap *h = c->h;
   if (!grow((void **)&h->ops, &c->cap_ops, h->num_ops + 1, sizeof *h->ops) ||
       !grow((void **)&h->op_time_us, &c->cap_times, h->num_ops + 1, sizeof *h->op_time_us))
     return oom(c->func);
@@ -159,23 +159,23 @@ static tcuda_status add_op(conv *c, tc_hop op) {
 }
 
 static tcuda_status new_slot(conv *c, uint32_t *slot) {
-  tc_hist *h = c->h;
+  tc_tsnap *h = c->h;
   if (!grow((void **)&c->pending, &c->cap_pending, h->num_slots + 1, 1)) return oom(c->func);
   c->pending[h->num_slots] = 0;
   *slot = (uint32_t)h->num_slots++;
   return TCUDA_SUCCESS;
 }
 
-static tcuda_status add_block(conv *c, tc_hblock b) {
-  tc_hist *h = c->h;
+static tcuda_status add_block(conv *c, tc_tsblock b) {
+  tc_tsnap *h = c->h;
   if (!grow((void **)&h->blocks, &c->cap_blocks, h->num_blocks + 1, sizeof *h->blocks)) return oom(c->func);
   h->blocks[h->num_blocks++] = b;
   h->truncated = 1;
   return TCUDA_SUCCESS;
 }
 
-static tcuda_status add_seg(conv *c, tc_hseg s) {
-  tc_hist *h = c->h;
+static tcuda_status add_seg(conv *c, tc_tsseg s) {
+  tc_tsnap *h = c->h;
   if (!grow((void **)&h->segs, &c->cap_segs, h->num_segs + 1, sizeof *h->segs)) return oom(c->func);
   h->segs[h->num_segs++] = s;
   h->truncated = 1;
@@ -210,7 +210,7 @@ static tcuda_status keep_frames(conv *c, size_t req, const tc_pv *frames) {
   char *s = tc_sbuf_take(&b);
   if (!s) return oom(c->func);
   if (!shown) { free(s); return TCUDA_SUCCESS; }
-  tc_hist *h = c->h;
+  tc_tsnap *h = c->h;
   if (!grow((void **)&h->frames_req, &c->cap_frames, h->num_frames + 1, sizeof *h->frames_req)) {
     free(s);
     return oom(c->func);
@@ -228,7 +228,7 @@ static tcuda_status keep_frames(conv *c, size_t req, const tc_pv *frames) {
  * on: cuDNN's convolution and cuBLAS try a workspace and take a smaller one
  * when it fails. Their frames point there; with no frames (an autograd
  * thread) the tell is a smaller request right after, with no free between. */
-int tc_hist_library_frames(const char *json) {
+int tc_tsnap_library_frames(const char *json) {
   static const char *marks[] = {"cudnn", "cuDNN", "cublas", "cuBLAS", "orkspace", "_conv_forward", "convolution"};
   for (size_t k = 0; k < sizeof marks / sizeof *marks; k++)
     if (strstr(json, marks[k])) return 1;
@@ -236,7 +236,7 @@ int tc_hist_library_frames(const char *json) {
 }
 
 static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, size_t *skip) {
-  tc_hist *h = c->h;
+  tc_tsnap *h = c->h;
   const tc_pv *e = ents[i];
   if (!e || e->kind != TC_PV_DICT) return bad(c->func, i, "not a dict");
   const char *act = tc_pv_as_str(tc_pv_get(e, "action"));
@@ -267,7 +267,7 @@ static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, 
     h->req_op[h->num_requests] = (uint32_t)h->num_ops;
     if ((s = keep_frames(c, h->num_requests, tc_pv_get(e, "frames")))) return s;
     h->num_requests++;
-    tc_hop op = {.kind = is_oom ? HOP_OOM : HOP_ALLOC, .slot = HOP_NO_SLOT, .stream = stream, .addr = addr, .size = size};
+    tc_tsop op = {.kind = is_oom ? HOP_OOM : HOP_ALLOC, .slot = HOP_NO_SLOT, .stream = stream, .addr = addr, .size = size};
     if (!is_oom) {
       if ((p = amap_find(&c->live, addr))) amap_del(&c->live, addr); /* a lost free: forget the old block */
       if ((s = new_slot(c, &op.slot))) return s;
@@ -275,7 +275,7 @@ static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, 
     } else {
       h->recorded_ooms++;
       int lib = h->num_frames && h->frames_req[h->num_frames - 1] == h->num_requests - 1 &&
-                tc_hist_library_frames(h->frames_json[h->num_frames - 1]);
+                tc_tsnap_library_frames(h->frames_json[h->num_frames - 1]);
       if (!lib && !(h->num_frames && h->frames_req[h->num_frames - 1] == h->num_requests - 1)) {
         /* no frames: a smaller request next, before any free */
         for (size_t k = i + 1; k < n && k < i + 64; k++) {
@@ -304,13 +304,13 @@ static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, 
       if (amap_find(&c->blkseen, addr) || !addr) return TCUDA_SUCCESS; /* a second free: ignore */
       if ((s = new_slot(c, &slot))) return s;
       if (!amap_put(&c->blkseen, addr, 1)) return oom(c->func);
-      if ((s = add_block(c, (tc_hblock){.addr = addr, .requested = size, .slot = slot, .pending = !req}))) return s;
+      if ((s = add_block(c, (tc_tsblock){.addr = addr, .requested = size, .slot = slot, .pending = !req}))) return s;
       if (req) {
         if (!amap_put(&c->live, addr, slot)) return oom(c->func);
         p = amap_find(&c->live, addr);
       } else {
         c->pending[slot] = 1;
-        return add_op(c, (tc_hop){.kind = HOP_FREE_DONE, .slot = slot, .stream = stream, .addr = addr, .size = size});
+        return add_op(c, (tc_tsop){.kind = HOP_FREE_DONE, .slot = slot, .stream = stream, .addr = addr, .size = size});
       }
     }
     slot = *p;
@@ -322,16 +322,16 @@ static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, 
       if (na && !strcmp(na, "free_completed") && get_u64(nx, "addr", &naddr) && naddr == addr) {
         *skip = 1;
         amap_del(&c->live, addr);
-        return add_op(c, (tc_hop){.kind = HOP_FREE, .slot = slot, .stream = stream, .addr = addr, .size = size});
+        return add_op(c, (tc_tsop){.kind = HOP_FREE, .slot = slot, .stream = stream, .addr = addr, .size = size});
       }
       c->pending[slot] = 1;
-      return add_op(c, (tc_hop){.kind = HOP_FREE_REQ, .slot = slot, .stream = stream, .addr = addr, .size = size});
+      return add_op(c, (tc_tsop){.kind = HOP_FREE_REQ, .slot = slot, .stream = stream, .addr = addr, .size = size});
     }
     amap_del(&c->live, addr);
     if (!c->pending[slot]) /* completed with no request: a plain free */
-      return add_op(c, (tc_hop){.kind = HOP_FREE, .slot = slot, .stream = stream, .addr = addr, .size = size});
+      return add_op(c, (tc_tsop){.kind = HOP_FREE, .slot = slot, .stream = stream, .addr = addr, .size = size});
     c->pending[slot] = 0;
-    return add_op(c, (tc_hop){.kind = HOP_FREE_DONE, .slot = slot, .stream = stream, .addr = addr, .size = size});
+    return add_op(c, (tc_tsop){.kind = HOP_FREE_DONE, .slot = slot, .stream = stream, .addr = addr, .size = size});
   }
   static const struct {
     const char *name;
@@ -346,18 +346,18 @@ static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, 
       /* a non-expandable segment freed before any allocation of it in the
        * window existed when the window began */
       if (segs[k].kind == HOP_SEG_FREE &&
-          (s = add_seg(c, (tc_hseg){.addr = addr, .size = size, .stream = stream, .small = size == 2 * MIB})))
+          (s = add_seg(c, (tc_tsseg){.addr = addr, .size = size, .stream = stream, .small = size == 2 * MIB})))
         return s;
     }
-    return add_op(c, (tc_hop){.kind = segs[k].kind, .slot = HOP_NO_SLOT, .stream = stream, .addr = addr, .size = size});
+    return add_op(c, (tc_tsop){.kind = segs[k].kind, .slot = HOP_NO_SLOT, .stream = stream, .addr = addr, .size = size});
   }
-  if (!strcmp(act, "snapshot")) return add_op(c, (tc_hop){.kind = HOP_SNAPSHOT, .slot = HOP_NO_SLOT});
+  if (!strcmp(act, "snapshot")) return add_op(c, (tc_tsop){.kind = HOP_SNAPSHOT, .slot = HOP_NO_SLOT});
   return TCUDA_SUCCESS; /* an action this reader does not know */
 }
 
 /* ---- allocator_settings -> a config string ---- */
 
-static tcuda_status read_settings(const char *func, const tc_pv *set, tc_hist *h) {
+static tcuda_status read_settings(const char *func, const tc_pv *set, tc_tsnap *h) {
   tc_sbuf b = {0};
   tc_sbuf_put(&b, "", 0); /* "" when nothing is set */
   const char *sep = "";
@@ -441,18 +441,18 @@ static tcuda_status read_settings(const char *func, const tc_pv *set, tc_hist *h
 /* ---- the final segments: what was live before the window ---- */
 
 static int cmp_block(const void *a, const void *b) {
-  const tc_hblock *x = a, *y = b;
+  const tc_tsblock *x = a, *y = b;
   return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 static int cmp_seg(const void *a, const void *b) {
-  const tc_hseg *x = a, *y = b;
+  const tc_tsseg *x = a, *y = b;
   return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
 /* A segment of a CUDA graph's private pool: the window's allocations that
  * land in it were routed there. */
 static tcuda_status add_pool_segment(conv *c, uint64_t addr, uint64_t size, uint64_t p0, uint64_t p1) {
-  tc_hist *h = c->h;
+  tc_tsnap *h = c->h;
   size_t k = 0;
   while (k < h->num_pools && !(h->pool_ids[k][0] == p0 && h->pool_ids[k][1] == p1)) k++;
   if (k == h->num_pools) {
@@ -471,11 +471,11 @@ static tcuda_status add_pool_segment(conv *c, uint64_t addr, uint64_t size, uint
 }
 
 static void route_pools(conv *c) {
-  tc_hist *h = c->h;
+  tc_tsnap *h = c->h;
   if (!c->npsegs) return;
   unsigned char seen[1025] = {0};
   for (size_t i = 0; i < h->num_ops; i++) {
-    tc_hop *op = &h->ops[i];
+    tc_tsop *op = &h->ops[i];
     if (op->kind != HOP_ALLOC) continue;
     for (size_t k = 0; k < c->npsegs; k++)
       if (op->addr >= c->psegs[k].addr && op->addr - c->psegs[k].addr < c->psegs[k].size) {
@@ -488,7 +488,7 @@ static void route_pools(conv *c) {
 }
 
 static tcuda_status read_segments(conv *c, const tc_pv *segs) {
-  tc_hist *h = c->h;
+  tc_tsnap *h = c->h;
   tc_pv *const *it;
   size_t n;
   if (!segs) return TCUDA_SUCCESS;
@@ -515,7 +515,7 @@ static tcuda_status read_segments(conv *c, const tc_pv *segs) {
     tc_pv_as_int(tc_pv_get(sg, "stream"), &stream);
     tc_pv_as_int(tc_pv_get(sg, "is_expandable"), &exp);
     const char *type = tc_pv_as_str(tc_pv_get(sg, "segment_type"));
-    tcuda_status s = add_seg(c, (tc_hseg){.addr = addr, .size = size, .stream = (uint64_t)stream,
+    tcuda_status s = add_seg(c, (tc_tsseg){.addr = addr, .size = size, .stream = (uint64_t)stream,
                                           .small = type ? !strcmp(type, "small") : size == 2 * MIB,
                                           .expandable = exp != 0});
     if (s) return s;
@@ -533,7 +533,7 @@ static tcuda_status read_segments(conv *c, const tc_pv *segs) {
       if (!state || strncmp(state, "active", 6) || !bsz || amap_find(&c->blkseen, baddr)) continue;
       uint32_t slot;
       if ((s = new_slot(c, &slot))) return s;
-      if ((s = add_block(c, (tc_hblock){.addr = baddr, .size = bsz, .requested = rq, .slot = HOP_NO_SLOT,
+      if ((s = add_block(c, (tc_tsblock){.addr = baddr, .size = bsz, .requested = rq, .slot = HOP_NO_SLOT,
                                         .pending = !strcmp(state, "active_pending_free")})))
         return s;
     }
@@ -557,7 +557,7 @@ static int cmp_alloc_at(const void *a, const void *b) {
  * it to the block). The next thing known is the next live block, the
  * segment's end, or an allocation the window makes there while the block is
  * still live. */
-static void place_blocks(tc_hist *h) {
+static void place_blocks(tc_tsnap *h) {
   if (h->num_segs) qsort(h->segs, h->num_segs, sizeof *h->segs, cmp_seg);
   if (h->num_blocks) qsort(h->blocks, h->num_blocks, sizeof *h->blocks, cmp_block);
   /* allocations of the window by address, and when each slot is freed */
@@ -567,7 +567,7 @@ static void place_blocks(tc_hist *h) {
   if (al && freed_at) {
     for (size_t i = 0; i < h->num_slots; i++) freed_at[i] = SIZE_MAX;
     for (size_t i = 0; i < h->num_ops; i++) {
-      const tc_hop *op = &h->ops[i];
+      const tc_tsop *op = &h->ops[i];
       if (op->kind == HOP_ALLOC) al[na++] = (alloc_at){op->addr, i};
       else if ((op->kind == HOP_FREE || op->kind == HOP_FREE_REQ || op->kind == HOP_FREE_DONE) &&
                op->slot < h->num_slots && freed_at[op->slot] == SIZE_MAX)
@@ -579,11 +579,11 @@ static void place_blocks(tc_hist *h) {
   }
   size_t b = 0, out = 0;
   for (size_t s = 0; s < h->num_segs; s++) {
-    tc_hseg *sg = &h->segs[s];
+    tc_tsseg *sg = &h->segs[s];
     while (b < h->num_blocks && h->blocks[b].addr < sg->addr) b++; /* outside every segment: dropped */
     sg->first_block = out;
     while (b < h->num_blocks && h->blocks[b].addr < sg->addr + sg->size) {
-      tc_hblock bk = h->blocks[b++];
+      tc_tsblock bk = h->blocks[b++];
       uint64_t seg_end = sg->addr + sg->size;
       uint64_t end = b < h->num_blocks && h->blocks[b].addr < seg_end ? h->blocks[b].addr : seg_end;
       if (!bk.size && na && freed_at && bk.slot < h->num_slots) {
@@ -620,7 +620,7 @@ static void place_blocks(tc_hist *h) {
 
 /* ---- loading ---- */
 
-void tc_hist_free(tc_hist *h) {
+void tc_tsnap_free(tc_tsnap *h) {
   if (!h) return;
   for (size_t i = 0; i < h->num_frames; i++) free(h->frames_json[i]);
   free(h->frames_json);
@@ -634,7 +634,7 @@ void tc_hist_free(tc_hist *h) {
   memset(h, 0, sizeof *h);
 }
 
-const char *tc_hist_frames(const tc_hist *h, size_t req) {
+const char *tc_tsnap_frames(const tc_tsnap *h, size_t req) {
   size_t lo = 0, hi = h->num_frames;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
@@ -644,7 +644,7 @@ const char *tc_hist_frames(const tc_hist *h, size_t req) {
   return lo < h->num_frames && h->frames_req[lo] == req ? h->frames_json[lo] : NULL;
 }
 
-tcuda_status tc_hist_load(const char *func, const void *data, size_t len, int device, tc_hist *h) {
+tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int device, tc_tsnap *h) {
   memset(h, 0, sizeof *h);
   if (device < 0) device = 0;
   tc_arena *ar = tc_arena_create();
@@ -689,11 +689,11 @@ tcuda_status tc_hist_load(const char *func, const void *data, size_t len, int de
   free(c.pending);
   free(c.psegs);
   tc_arena_destroy(ar);
-  if (s) tc_hist_free(h);
+  if (s) tc_tsnap_free(h);
   return s;
 }
 
-tcuda_status tc_hist_load_file(const char *func, const char *path, int device, tc_hist *h) {
+tcuda_status tc_tsnap_load_file(const char *func, const char *path, int device, tc_tsnap *h) {
   memset(h, 0, sizeof *h);
   char shown[256];
   FILE *f = fopen(path, "rb");
@@ -711,7 +711,7 @@ tcuda_status tc_hist_load_file(const char *func, const char *path, int device, t
     return err ? tc_error(TCUDA_ERROR_IO, "%s: cannot read snapshot '%s'", func, tc_printable(path, shown, sizeof shown))
                : oom(func);
   }
-  tcuda_status s = tc_hist_load(func, b.p ? b.p : "", b.len, device, h);
+  tcuda_status s = tc_tsnap_load(func, b.p ? b.p : "", b.len, device, h);
   tc_sbuf_free(&b);
   return s;
 }

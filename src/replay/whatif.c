@@ -11,10 +11,11 @@
  * "no OOM" non-monotone and the check below fails, the search goes on
  * under it. */
 #include "core/core.h"
-#include "history.h"
-#include "json.h"
-#include "report.h"
+#include "inspect/history.h"
+#include "inspect/jsonwrite.h"
+#include "inspect/report.h"
 #include "torchsnap.h"
+#include "trace.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -25,7 +26,7 @@
 #define GRID ((uint64_t)2 << 20)
 #define MAX_ROWS 256
 /* Every row follows torch's recorded segment addresses while it asks for
- * the recorded segments (tc_hrun_opts.exact 2): on the H200 this predicted
+ * the recorded segments (tc_tsrun_opts.exact 2): on the H200 this predicted
  * torch's min_limit where the driver model alone was 2 MiB low. */
 #define FOLLOW 2
 
@@ -60,7 +61,7 @@ typedef struct row {
   char config[512];
   const char *source;
   tc_alloc_config cfg;
-  tc_hrun_result res;
+  tc_tsrun_result res;
   int have_min;
   uint64_t min_limit;
   int probes;
@@ -70,7 +71,7 @@ typedef struct row {
 
 typedef struct job {
   const char *func;
-  tc_hist *h;
+  tc_tsnap *h;
   const tcuda_whatif_options_t *o;
   row *rows;
   size_t nrows;
@@ -81,13 +82,13 @@ static uint64_t up_grid(uint64_t v) { return (v + GRID - 1) / GRID * GRID; }
 
 /* Does the history run with no OOM under `limit`? */
 static tcuda_status probe(job *j, row *w, uint64_t limit, int *ok) {
-  tc_hrun_opts o = {.cfg = &w->cfg, .exact = FOLLOW, .capacity = j->o->capacity, .limit = limit,
+  tc_tsrun_opts o = {.cfg = &w->cfg, .exact = FOLLOW, .capacity = j->o->capacity, .limit = limit,
                     .stop_at_oom = 1};
-  tc_hrun_result r;
-  tcuda_status s = tc_hist_run(j->func, j->h, &o, &r);
+  tc_tsrun_result r;
+  tcuda_status s = tc_tsnap_run(j->func, j->h, &o, &r);
   w->probes++;
   if (!s) *ok = r.first_oom < 0;
-  tc_hrun_result_free(&r);
+  tc_tsrun_result_free(&r);
   return s;
 }
 
@@ -126,18 +127,18 @@ static tcuda_status min_limit(job *j, row *w, uint64_t peak_alloc, uint64_t peak
 
 static void run_row(job *j, row *w) {
   const tcuda_whatif_options_t *o = j->o;
-  tc_hrun_opts ro = {.cfg = &w->cfg, .exact = FOLLOW, .capacity = o->capacity,
+  tc_tsrun_opts ro = {.cfg = &w->cfg, .exact = FOLLOW, .capacity = o->capacity,
                      .fraction = o->memory_fraction, .series_points = o->series_points};
-  tcuda_status s = tc_hist_run(j->func, j->h, &ro, &w->res);
+  tcuda_status s = tc_tsnap_run(j->func, j->h, &ro, &w->res);
   uint64_t pa = w->res.peak_allocated, pr = w->res.peak_reserved;
   if (!s && !o->no_min_limit) {
     if (o->memory_fraction > 0) { /* the bounds come from a run with no limit */
-      tc_hrun_opts free_run = {.cfg = &w->cfg, .exact = FOLLOW, .capacity = o->capacity};
-      tc_hrun_result r;
-      if (!(s = tc_hist_run(j->func, j->h, &free_run, &r))) {
+      tc_tsrun_opts free_run = {.cfg = &w->cfg, .exact = FOLLOW, .capacity = o->capacity};
+      tc_tsrun_result r;
+      if (!(s = tc_tsnap_run(j->func, j->h, &free_run, &r))) {
         pa = r.peak_allocated;
         pr = r.peak_reserved;
-        tc_hrun_result_free(&r);
+        tc_tsrun_result_free(&r);
       }
     }
     if (!s) s = min_limit(j, w, pa, pr);
@@ -158,7 +159,7 @@ static void *worker(void *arg) {
 
 /* ---- the document ---- */
 
-static void put_series(tc_sbuf *b, const tc_hrun_result *r) {
+static void put_series(tc_sbuf *b, const tc_tsrun_result *r) {
   tc_sbuf_puts(b, ", \"series\": {\"t_ms\": [");
   for (int i = 0; i < r->series_n; i++) tc_sbuf_printf(b, "%s%.3f", i ? ", " : "", r->series_t[i]);
   tc_sbuf_puts(b, "], \"reserved\": [");
@@ -168,14 +169,14 @@ static void put_series(tc_sbuf *b, const tc_hrun_result *r) {
   tc_sbuf_puts(b, "]}");
 }
 
-static int is_library_request(const tc_hist *h, size_t req) {
-  const char *fr = tc_hist_frames(h, req);
+static int is_library_request(const tc_tsnap *h, size_t req) {
+  const char *fr = tc_tsnap_frames(h, req);
   if (req < h->num_requests && (h->ops[h->req_op[req]].flags & HOP_F_ADAPTIVE)) return 1;
-  return fr && tc_hist_library_frames(fr);
+  return fr && tc_tsnap_library_frames(fr);
 }
 
-static void put_row(tc_sbuf *b, const tc_hist *h, const row *w) {
-  const tc_hrun_result *r = &w->res;
+static void put_row(tc_sbuf *b, const tc_tsnap *h, const row *w) {
+  const tc_tsrun_result *r = &w->res;
   tc_sbuf_puts(b, "{\"config\": ");
   tc_json_str(b, w->config);
   tc_sbuf_puts(b, ", \"source\": ");
@@ -189,7 +190,7 @@ static void put_row(tc_sbuf *b, const tc_hist *h, const row *w) {
                  (unsigned long long)r->retries, (unsigned long long)r->ooms);
   tc_sbuf_puts(b, ", \"first_oom\": ");
   if (r->first_oom >= 0) {
-    const char *fr = tc_hist_frames(h, (size_t)r->first_oom);
+    const char *fr = tc_tsnap_frames(h, (size_t)r->first_oom);
     tc_sbuf_printf(b, "{\"request\": %lld, \"size\": %llu, \"frames\": %s}", (long long)r->first_oom,
                    (unsigned long long)r->first_oom_size, fr ? fr : "[]");
   } else {
@@ -220,8 +221,8 @@ static const row *recommend(const row *rows, size_t n) {
   return best;
 }
 
-static char *document(const tc_hist *h, const tcuda_whatif_options_t *o, const row *rows, size_t n,
-                      const tc_hrun_result *exact) {
+static char *document(const tc_tsnap *h, const tcuda_whatif_options_t *o, const row *rows, size_t n,
+                      const tc_tsrun_result *exact) {
   tc_sbuf b = {0};
   uint64_t cap = o->capacity ? o->capacity : H200_BYTES;
   tc_sbuf_printf(&b, "{\"snapshot\": {\"device\": %d, \"devices\": %d, \"entries\": %zu, \"requests\": %zu, ",
@@ -321,7 +322,7 @@ static tcuda_status add_row(const char *F, row *rows, size_t *n, const char *con
   return s;
 }
 
-static tcuda_status whatif(const char *F, tc_hist *h, const tcuda_whatif_options_t *o, char **json_out) {
+static tcuda_status whatif(const char *F, tc_tsnap *h, const tcuda_whatif_options_t *o, char **json_out) {
   row *rows = calloc(MAX_ROWS, sizeof *rows);
   if (!rows) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
   size_t n = 0;
@@ -343,10 +344,10 @@ static tcuda_status whatif(const char *F, tc_hist *h, const tcuda_whatif_options
       s = add_row(F, rows, &n, SWEEP_LIMITED[i], "sweep");
   }
   /* the first replay: torch's run, which infers the empty_cache calls */
-  tc_hrun_result ex = {0};
+  tc_tsrun_result ex = {0};
   if (!s) {
-    tc_hrun_opts eo = {.exact = 1, .capacity = o->capacity, .fraction = o->memory_fraction};
-    s = tc_hist_run(F, h, &eo, &ex);
+    tc_tsrun_opts eo = {.exact = 1, .capacity = o->capacity, .fraction = o->memory_fraction};
+    s = tc_tsnap_run(F, h, &eo, &ex);
   }
   if (!s) {
     job j = {.func = F, .h = h, .o = o, .rows = rows, .nrows = n};
@@ -365,8 +366,8 @@ static tcuda_status whatif(const char *F, tc_hist *h, const tcuda_whatif_options
   }
   if (!s && !(*json_out = document(h, o, rows, n, &ex)))
     s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
-  tc_hrun_result_free(&ex);
-  for (size_t i = 0; i < n; i++) tc_hrun_result_free(&rows[i].res);
+  tc_tsrun_result_free(&ex);
+  for (size_t i = 0; i < n; i++) tc_tsrun_result_free(&rows[i].res);
   free(rows);
   return s;
 }
@@ -380,10 +381,10 @@ tcuda_status tcuda_whatif_file(const char *snapshot_path, const tcuda_whatif_opt
   const tcuda_whatif_options_t *o = opt ? opt : &def;
   tcuda_status s = check_whatif_options(F, o);
   if (s) return s;
-  tc_hist h;
-  if ((s = tc_hist_load_file(F, snapshot_path, o->device, &h))) return s;
+  tc_tsnap h;
+  if ((s = tc_tsnap_load_file(F, snapshot_path, o->device, &h))) return s;
   s = whatif(F, &h, o, json_out);
-  tc_hist_free(&h);
+  tc_tsnap_free(&h);
   return s;
 }
 
@@ -396,10 +397,10 @@ tcuda_status tcuda_whatif_buffer(const void *data, size_t len, const tcuda_whati
   const tcuda_whatif_options_t *o = opt ? opt : &def;
   tcuda_status s = check_whatif_options(F, o);
   if (s) return s;
-  tc_hist h;
-  if ((s = tc_hist_load(F, data ? data : "", len, o->device, &h))) return s;
+  tc_tsnap h;
+  if ((s = tc_tsnap_load(F, data ? data : "", len, o->device, &h))) return s;
   s = whatif(F, &h, o, json_out);
-  tc_hist_free(&h);
+  tc_tsnap_free(&h);
   return s;
 }
 
@@ -407,7 +408,7 @@ tcuda_status tcuda_whatif_buffer(const void *data, size_t len, const tcuda_whati
 
 typedef struct {
   const char *func;
-  tc_hist *h;
+  tc_tsnap *h;
   tcuda_status (*write)(void *, const char *, size_t);
   void *user;
   int first, sink_failed;
@@ -485,28 +486,28 @@ tcuda_status tcuda_replay_snapshot_to(const char *snapshot_path, const tcuda_rep
     snprintf(src, sizeof src, "%s: config", F);
     if ((s = tc_alloc_config_parse_named(src, opt->config, &cfg))) return s;
   }
-  tc_hist h;
-  if ((s = tc_hist_load_file(F, snapshot_path, opt->device, &h))) return s;
+  tc_tsnap h;
+  if ((s = tc_tsnap_load_file(F, snapshot_path, opt->device, &h))) return s;
   snap_out so = {.func = F, .h = &h, .write = write_fn, .user = user, .first = 1, .history_path = opt->history_path,
                  .cfg = given ? &cfg : &h.cfg, .conf_text = given ? opt->config : h.conf_text};
   if (opt->history_path && (s = tc_history_create(0, 0, &so.hist))) {
-    tc_hist_free(&h);
+    tc_tsnap_free(&h);
     return s;
   }
-  tc_hrun_result r;
+  tc_tsrun_result r;
   if (given) { /* torch's run first, to find the empty_cache calls */
-    tc_hrun_opts eo = {.exact = 1, .capacity = opt->capacity, .fraction = opt->memory_fraction};
-    if (!(s = tc_hist_run(F, &h, &eo, &r))) tc_hrun_result_free(&r);
+    tc_tsrun_opts eo = {.exact = 1, .capacity = opt->capacity, .fraction = opt->memory_fraction};
+    if (!(s = tc_tsnap_run(F, &h, &eo, &r))) tc_tsrun_result_free(&r);
   }
   if (!s) {
-    tc_hrun_opts ro = {.cfg = &cfg, .exact = given ? FOLLOW : 1, .capacity = opt->capacity,
+    tc_tsrun_opts ro = {.cfg = &cfg, .exact = given ? FOLLOW : 1, .capacity = opt->capacity,
                        .fraction = opt->memory_fraction, .checkpoint = on_checkpoint, .user = &so,
                        .on_create = on_create, .on_oom = opt->on_oom, .oom_user = opt->on_oom_user};
     if (!given) ro.cfg = NULL;
-    s = tc_hist_run(F, &h, &ro, &r);
-    if (!s) tc_hrun_result_free(&r);
+    s = tc_tsnap_run(F, &h, &ro, &r);
+    if (!s) tc_tsrun_result_free(&r);
   }
   tc_history_destroy(so.hist);
-  tc_hist_free(&h);
+  tc_tsnap_free(&h);
   return s;
 }

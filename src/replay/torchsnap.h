@@ -1,5 +1,5 @@
 /* A PyTorch memory snapshot as a replayable history (torchsnap.c), its
- * replay on the simulated device (histreplay.c), and the what-if sweep
+ * replay on the simulated device (snapreplay.c), and the what-if sweep
  * over configs and limits (whatif.c). docs/whatif.md describes what each
  * part reproduces exactly and what it infers.
  *
@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum tc_hop_kind {
+typedef enum tc_tsop_kind {
   HOP_ALLOC,      /* slot, size (the request), stream; addr = torch's block */
   HOP_FREE,       /* slot: free_requested with its free_completed right after */
   HOP_FREE_REQ,   /* slot: free_requested whose free_completed comes later (record_stream) */
@@ -27,7 +27,7 @@ typedef enum tc_hop_kind {
   HOP_SEG_MAP,    /* addr, size: segment_map */
   HOP_SEG_UNMAP,  /* addr, size: segment_unmap */
   HOP_SNAPSHOT    /* a memory_snapshot() call */
-} tc_hop_kind;
+} tc_tsop_kind;
 
 #define HOP_F_EMPTY_BEFORE 1u /* inferred: empty_cache() ran just before this op */
 #define HOP_F_ADAPTIVE 2u     /* HOP_OOM: a library's workspace try that it survived */
@@ -35,30 +35,30 @@ typedef enum tc_hop_kind {
                                  calls empty_cache() before it captures */
 #define HOP_NO_SLOT UINT32_MAX
 
-typedef struct tc_hop {
+typedef struct tc_tsop {
   uint8_t kind, flags;
-  uint16_t pool;   /* HOP_ALLOC: 0 = the default pool, k = tc_hist.pool_ids[k - 1] */
+  uint16_t pool;   /* HOP_ALLOC: 0 = the default pool, k = tc_tsnap.pool_ids[k - 1] */
   uint32_t slot;
   uint64_t stream; /* torch's raw cudaStream_t value */
   uint64_t addr, size;
-} tc_hop;
+} tc_tsop;
 
 /* A block live when the (truncated) history begins, in address order. */
-typedef struct tc_hblock {
+typedef struct tc_tsblock {
   uint64_t addr, size, requested;
   uint32_t slot;   /* the handle its later free uses; HOP_NO_SLOT: never freed in the window */
   int pending;     /* freed before the window, its free_completed inside it */
-} tc_hblock;
+} tc_tsblock;
 
 /* A segment that exists when the history begins (truncated histories). */
-typedef struct tc_hseg {
+typedef struct tc_tsseg {
   uint64_t addr, size, stream;
   int small, expandable;
-  size_t first_block, num_blocks; /* into tc_hist.blocks */
-} tc_hseg;
+  size_t first_block, num_blocks; /* into tc_tsnap.blocks */
+} tc_tsseg;
 
-typedef struct tc_hist {
-  tc_hop *ops;
+typedef struct tc_tsnap {
+  tc_tsop *ops;
   size_t num_ops, num_slots, num_requests, num_entries;
   uint32_t *req_op;        /* request index -> op index (alloc and oom entries, in order) */
   uint64_t t0_us, t1_us;   /* first and last entry's time_us (0 when absent) */
@@ -69,9 +69,9 @@ typedef struct tc_hist {
   char **frames_json;
   int device;
   int truncated;           /* the window does not start from an empty allocator */
-  tc_hseg *segs;           /* truncated: segments at the start */
+  tc_tsseg *segs;           /* truncated: segments at the start */
   size_t num_segs;
-  tc_hblock *blocks;
+  tc_tsblock *blocks;
   size_t num_blocks;
   int has_private_pools;   /* some segment has a segment_pool_id other than (0, 0) */
   uint64_t (*pool_ids)[2]; /* the private pools allocations were routed to */
@@ -81,23 +81,23 @@ typedef struct tc_hist {
   tc_alloc_config cfg;     /* the snapshot's allocator_settings */
   char conf_text[512];     /* the same as a config string ("" = torch's defaults) */
   int num_devices;         /* device_traces' length */
-} tc_hist;
+} tc_tsnap;
 
 /* The history of `device` (-1: 0) from a snapshot file's bytes (pickle or
  * JSON). Errors name func and what is wrong; *h is then zeroed. */
-tcuda_status tc_hist_load(const char *func, const void *data, size_t len, int device, tc_hist *h);
+tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int device, tc_tsnap *h);
 /* The same from a file. */
-tcuda_status tc_hist_load_file(const char *func, const char *path, int device, tc_hist *h);
-void tc_hist_free(tc_hist *h);
+tcuda_status tc_tsnap_load_file(const char *func, const char *path, int device, tc_tsnap *h);
+void tc_tsnap_free(tc_tsnap *h);
 /* The frames JSON of request `req`, or NULL. */
-const char *tc_hist_frames(const tc_hist *h, size_t req);
+const char *tc_tsnap_frames(const tc_tsnap *h, size_t req);
 /* 1 when frames (a JSON array) point into a library that retries smaller
  * on an OOM: cuDNN, cuBLAS, workspace selection, a convolution. */
-int tc_hist_library_frames(const char *json);
+int tc_tsnap_library_frames(const char *json);
 
-/* ---- histreplay.c ---- */
+/* ---- snapreplay.c ---- */
 
-typedef struct tc_hrun_opts {
+typedef struct tc_tsrun_opts {
   const tc_alloc_config *cfg; /* NULL: the snapshot's own (h->cfg) */
   int exact;          /* 1: place segments where torch did and infer empty_cache into the ops'
                          flags; 2: place them only; 0: the driver model places them */
@@ -114,9 +114,9 @@ typedef struct tc_hrun_opts {
   void *oom_user;
   /* series: up to series_points maxima of reserved and allocated bytes */
   int series_points;
-} tc_hrun_opts;
+} tc_tsrun_opts;
 
-typedef struct tc_hrun_result {
+typedef struct tc_tsrun_result {
   uint64_t peak_reserved, peak_allocated, peak_segments;
   uint64_t segment_calls, retries, ooms;
   int64_t first_oom;        /* request index, -1: none */
@@ -126,12 +126,12 @@ typedef struct tc_hrun_result {
   int series_n;
   double *series_t;         /* ms since the first entry */
   uint64_t *series_reserved, *series_allocated;
-} tc_hrun_result;
+} tc_tsrun_result;
 
 /* One replay. With opts->exact 1 the ops' HOP_F_EMPTY_BEFORE flags are
  * written (h is not const then); later replays, which may run in parallel,
  * read them. */
-tcuda_status tc_hist_run(const char *func, tc_hist *h, const tc_hrun_opts *opts, tc_hrun_result *r);
-void tc_hrun_result_free(tc_hrun_result *r);
+tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *opts, tc_tsrun_result *r);
+void tc_tsrun_result_free(tc_tsrun_result *r);
 
 #endif

@@ -14,6 +14,7 @@
  * replay needs no hash map. */
 #ifndef TC_TRACE_H
 #define TC_TRACE_H
+#include "inspect/history.h"
 #include "tcuda.h"
 #include <stddef.h>
 #include <stdint.h>
@@ -48,5 +49,13 @@ typedef struct tc_trace {
  * zeroed and nothing is leaked. */
 tcuda_status tc_trace_parse(const char *text, size_t len, tc_trace *out);
 void tc_trace_free(tc_trace *t);
+
+/* ---- tracereplay.c ---- */
+/* The snapshot at the end of a replay on `a`, with the history `hist`
+ * recorded on it, written to path (JSON if it ends in ".json", else a
+ * memory_viz pickle); streams through map (NULL: as they are). */
+tcuda_status tc_replay_write_history(const char *func, tc_alloc *a, tc_history *hist, int device,
+                                     const tc_alloc_config *cfg, const char *conf_text, const char *path,
+                                     int64_t (*map)(void *, int64_t), void *ctx);
 
 #endif

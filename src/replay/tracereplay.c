@@ -10,9 +10,9 @@
  * use a sink that gathers it all. */
 #include "alloc/alloc.h"
 #include "core/core.h"
-#include "history.h"
-#include "json.h"
-#include "report.h"
+#include "inspect/history.h"
+#include "inspect/jsonwrite.h"
+#include "inspect/report.h"
 #include "trace.h"
 #include <errno.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
 /* The one string buffer and JSON writer of the library and the CLI: the
- * snapshot document (pickle.c), the reports (report.c), replay's output
- * (replay.c) and `tcuda info --json` (tools/) all escape and print values
+ * snapshot document (snapwrite.c), the reports (report.c), replay's output
+ * (tracereplay.c) and `tcuda info --json` (tools/) all escape and print values
  * here, so their JSON cannot drift apart. Header-only, but for
  * tc_utf8_len (src/core/error.c), which the CLI gets from the static
  * library it links.

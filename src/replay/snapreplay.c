@@ -26,8 +26,8 @@ typedef struct {
 struct hr;
 typedef struct hr {
   const char *func;
-  tc_hist *h;
-  const tc_hrun_opts *o;
+  tc_tsnap *h;
+  const tc_tsrun_opts *o;
   tc_backend *sim;
   tc_backend be;
   tc_alloc *a;
@@ -201,7 +201,7 @@ static int route_filter(void *ctx, uint64_t stream) {
  * alone. The pool's first use stands for its graph and is kept; later ones
  * are given back at once. Routing is off otherwise, since the allocator
  * does not process events while a capture is underway. */
-static tcuda_status malloc_in_pool(hr *r, const tc_hop *op, uint64_t *p) {
+static tcuda_status malloc_in_pool(hr *r, const tc_tsop *op, uint64_t *p) {
   const uint64_t *id = r->h->pool_ids[op->pool - 1];
   struct route *rt = &r->routes[op->pool - 1];
   rt->r = r;
@@ -222,7 +222,7 @@ static tcuda_status malloc_in_pool(hr *r, const tc_hop *op, uint64_t *p) {
 static tcuda_status oom(const char *func) { return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func); }
 
 static tcuda_status collect_placements(hr *r) {
-  const tc_hist *h = r->h;
+  const tc_tsnap *h = r->h;
   size_t ns = 0, nm = 0;
   for (size_t i = 0; i < h->num_ops; i++) {
     ns += h->ops[i].kind == HOP_SEG_ALLOC;
@@ -232,7 +232,7 @@ static tcuda_status collect_placements(hr *r) {
   r->maps = malloc((nm ? nm : 1) * sizeof *r->maps);
   if (!r->segs || !r->maps) return oom(r->func);
   for (size_t i = 0; i < h->num_ops; i++) {
-    const tc_hop *op = &h->ops[i];
+    const tc_tsop *op = &h->ops[i];
     if (op->kind == HOP_SEG_ALLOC) r->segs[r->nsegs++] = (range){op->addr, op->size};
     if (op->kind == HOP_SEG_MAP) r->maps[r->nmaps++] = (range){op->addr, op->size};
   }
@@ -247,13 +247,13 @@ static tcuda_status collect_placements(hr *r) {
  * the policy place them. Peaks then restart (reset_peak), so peaks are
  * those of the window. */
 static tcuda_status seed(hr *r) {
-  tc_hist *h = r->h;
+  tc_tsnap *h = r->h;
   tcuda_status s = TCUDA_SUCCESS;
   uint64_t *gaps = NULL;
   size_t ngaps = 0, capg = 0;
   for (size_t k = 0; k < h->num_segs && !s; k++) {
-    const tc_hseg *sg = &h->segs[k];
-    const tc_hblock *b = h->blocks ? h->blocks + sg->first_block : NULL; /* NULL when num_blocks is 0 */
+    const tc_tsseg *sg = &h->segs[k];
+    const tc_tsblock *b = h->blocks ? h->blocks + sg->first_block : NULL; /* NULL when num_blocks is 0 */
     const tc_alloc_config *cfg = r->o->cfg ? r->o->cfg : &h->cfg;
     uint64_t req = sg->small ? TC_SMALL_SIZE : sg->size;
     /* the segment can be remade only if one request of its pool makes exactly it */
@@ -317,7 +317,7 @@ static tcuda_status seed(hr *r) {
   free(gaps);
   /* blocks whose free was requested before the window: their events wait */
   for (size_t k = 0; k < h->num_blocks && !s; k++) {
-    const tc_hblock *b = &h->blocks[k];
+    const tc_tsblock *b = &h->blocks[k];
     if (!b->pending || b->slot == HOP_NO_SLOT || !r->addr[b->slot]) continue;
     r->cur_slot = b->slot;
     s = tc_alloc_record_stream(r->a, r->addr[b->slot], REC_STREAM);
@@ -339,7 +339,7 @@ static tcuda_status seed(hr *r) {
  * cached block fits (the recorded history then shows a new segment, or an
  * OOM), and only under a limit that the new segment would pass, or with
  * garbage collection on. */
-static int policy_may_free(hr *r, const tc_hop *op, const tc_alloc_config *cfg, uint64_t allowed) {
+static int policy_may_free(hr *r, const tc_tsop *op, const tc_alloc_config *cfg, uint64_t allowed) {
   if (op->kind != HOP_OOM && !r->seg_alloc_since_free) return 0;
   tcuda_memory_stats_t st;
   tc_alloc_get_stats(r->a, &st);
@@ -355,7 +355,7 @@ typedef struct {
   size_t per;
 } series_state;
 
-static tcuda_status series_init(hr *r, tc_hrun_result *res, series_state *ss) {
+static tcuda_status series_init(hr *r, tc_tsrun_result *res, series_state *ss) {
   int n = r->o->series_points;
   if (n <= 0) return TCUDA_SUCCESS;
   size_t ops = r->h->num_ops ? r->h->num_ops : 1;
@@ -373,7 +373,7 @@ static tcuda_status series_init(hr *r, tc_hrun_result *res, series_state *ss) {
 /* The point that ends at op i: the maxima since the last point, read from
  * the peaks, which restart at each point (the run's peaks are then the
  * maxima of the points). */
-static void series_point(hr *r, tc_hrun_result *res, series_state *ss, size_t i) {
+static void series_point(hr *r, tc_tsrun_result *res, series_state *ss, size_t i) {
   tcuda_memory_stats_t st;
   tc_alloc_get_stats(r->a, &st);
   uint64_t pr = (uint64_t)st.reserved_bytes[0].peak, pa = (uint64_t)st.allocated_bytes[0].peak;
@@ -391,15 +391,15 @@ static void series_point(hr *r, tc_hrun_result *res, series_state *ss, size_t i)
   tc_alloc_reset_peak(r->a);
 }
 
-static tcuda_status run_ops(hr *r, tc_hrun_result *res, const tc_alloc_config *cfg, uint64_t allowed) {
-  tc_hist *h = r->h;
-  const tc_hrun_opts *o = r->o;
+static tcuda_status run_ops(hr *r, tc_tsrun_result *res, const tc_alloc_config *cfg, uint64_t allowed) {
+  tc_tsnap *h = r->h;
+  const tc_tsrun_opts *o = r->o;
   series_state ss = {0};
   tcuda_status s = series_init(r, res, &ss);
   size_t req = 0;
   int empty_since_alloc = 0;
   for (size_t i = 0; i < h->num_ops && !s; i++) {
-    tc_hop *op = &h->ops[i];
+    tc_tsop *op = &h->ops[i];
     if (o->exact == 1) {
       switch (op->kind) {
       case HOP_SEG_FREE:
@@ -484,7 +484,7 @@ static tcuda_status run_ops(hr *r, tc_hrun_result *res, const tc_alloc_config *c
   return s;
 }
 
-void tc_hrun_result_free(tc_hrun_result *r) {
+void tc_tsrun_result_free(tc_tsrun_result *r) {
   free(r->series_t);
   free(r->series_reserved);
   free(r->series_allocated);
@@ -493,7 +493,7 @@ void tc_hrun_result_free(tc_hrun_result *r) {
   r->series_n = 0;
 }
 
-tcuda_status tc_hist_run(const char *func, tc_hist *h, const tc_hrun_opts *o, tc_hrun_result *res) {
+tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *o, tc_tsrun_result *res) {
   memset(res, 0, sizeof *res);
   res->first_oom = -1;
   hr r;
@@ -564,6 +564,6 @@ tcuda_status tc_hist_run(const char *func, tc_hist *h, const tc_hrun_opts *o, tc
   free(r.maps);
   free(r.pend);
   free(r.early);
-  if (s) tc_hrun_result_free(res);
+  if (s) tc_tsrun_result_free(res);
   return s;
 }

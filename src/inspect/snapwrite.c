@@ -10,7 +10,7 @@
 #define _GNU_SOURCE
 #include "history.h"
 #include "core/error.h"
-#include "json.h"
+#include "jsonwrite.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -521,7 +521,7 @@ static void document(em *e, symtab *t, const tc_snapshot_doc *d) {
     const tc_history_copy *c = d->traces ? &d->traces[dev] : NULL;
     open_(e, 0);
     for (size_t i = 0; c && i < c->n && !t->oom; i++) {
-      const tc_hist_entry *x = &c->e[i];
+      const tc_history_entry *x = &c->e[i];
       open_(e, 1);
       key(e, "action");
       str(e, action_str(x->action));
