@@ -11,6 +11,7 @@
  *
  * record_stream frees are replayed with events that complete exactly where
  * torch's free_completed entries were. */
+#include "backend_wrap.h"
 #include "core/core.h"
 #include "torchsnap.h"
 #include <stdlib.h>
@@ -29,7 +30,7 @@ typedef struct hr {
   tc_tsnap *h;
   const tc_tsrun_opts *o;
   tc_backend *sim;
-  tc_backend be;
+  tc_bwrap be; /* the simulator, placed as torch was, with events that complete where the history says */
   tc_alloc *a;
   uint64_t *addr;          /* slot -> current address (0: none) */
   unsigned char *done;     /* slot -> its free_completed was passed */
@@ -38,6 +39,7 @@ typedef struct hr {
   range *segs, *maps;
   size_t nsegs, nmaps, seg_pos, map_pos;
   int follow_segs, follow_maps;
+  int placing; /* the segment_alloc under way was given torch's address */
   /* exact mode: recorded segment frees the replay has not made yet, and
    * frees the replay made that the history has not shown yet */
   range *pend, *early;
@@ -86,52 +88,43 @@ static void replay_freed(hr *r, uint64_t addr, uint64_t size) {
   if (!push(&r->early, &r->nearly, &r->cap_early, addr, size)) r->diverged++;
 }
 
-static tcuda_status w_segment_alloc(void *c, int dev, uint64_t size, uint64_t *addr) {
+static tcuda_status w_before_alloc(void *c, uint64_t size) {
   hr *r = c;
-  int placed = 0;
+  r->placing = 0;
   if (r->follow_segs) {
     if (r->seg_pos < r->nsegs && r->segs[r->seg_pos].size == size &&
         tc_backend_sim_place_next(r->sim, r->segs[r->seg_pos].addr, size) == TCUDA_SUCCESS) {
-      placed = 1;
+      r->placing = 1;
     } else {
       r->follow_segs = 0; /* once off torch's path, the driver model places the rest */
       r->diverged++;
     }
   }
-  tcuda_status s = r->sim->segment_alloc(r->sim->ctx, dev, size, addr);
-  if (s) {
-    if (placed) tc_backend_sim_place_cancel(r->sim);
-    return s;
+  return TCUDA_SUCCESS;
+}
+
+static void w_after_alloc(void *c, tcuda_status st, uint64_t addr, uint64_t size) {
+  hr *r = c;
+  (void)addr;
+  (void)size;
+  if (st) {
+    if (r->placing) tc_backend_sim_place_cancel(r->sim);
+    return;
   }
-  if (placed) r->seg_pos++;
+  if (r->placing) r->seg_pos++;
   r->segment_calls++;
-  return s;
 }
 
-static tcuda_status w_segment_free(void *c, int dev, uint64_t addr, uint64_t size) {
+static tcuda_status w_before_reserve(void *c, uint64_t size) {
   hr *r = c;
-  replay_freed(r, addr, size);
-  return r->sim->segment_free(r->sim->ctx, dev, addr, size);
+  (void)size;
+  if (r->follow_maps && r->map_pos < r->nmaps) return tc_backend_sim_reserve_at(r->sim, &r->maps[r->map_pos].addr, 1);
+  return TCUDA_SUCCESS;
 }
 
-static tcuda_status w_va_reserve(void *c, int dev, uint64_t size, uint64_t *addr) {
+static void w_after_map(void *c, tcuda_status st, uint64_t addr, uint64_t size) {
   hr *r = c;
-  if (r->follow_maps && r->map_pos < r->nmaps) {
-    tcuda_status s = tc_backend_sim_reserve_at(r->sim, &r->maps[r->map_pos].addr, 1);
-    if (s) return s;
-  }
-  return r->sim->va_reserve(r->sim->ctx, dev, size, addr);
-}
-
-static tcuda_status w_va_release(void *c, int dev, uint64_t addr, uint64_t size) {
-  hr *r = c;
-  return r->sim->va_release(r->sim->ctx, dev, addr, size);
-}
-
-static tcuda_status w_map(void *c, int dev, uint64_t addr, uint64_t size) {
-  hr *r = c;
-  tcuda_status s = r->sim->map(r->sim->ctx, dev, addr, size);
-  if (s) return s;
+  if (st) return;
   r->segment_calls++;
   if (r->follow_maps) {
     if (r->map_pos < r->nmaps && r->maps[r->map_pos].addr == addr && r->maps[r->map_pos].size == size) {
@@ -142,18 +135,13 @@ static tcuda_status w_map(void *c, int dev, uint64_t addr, uint64_t size) {
       tc_backend_sim_reserve_at(r->sim, NULL, 0);
     }
   }
-  return s;
 }
 
-static tcuda_status w_unmap(void *c, int dev, uint64_t addr, uint64_t size) {
-  hr *r = c;
-  replay_freed(r, addr, size);
-  return r->sim->unmap(r->sim->ctx, dev, addr, size);
-}
+/* a segment free or an unmap */
+static void w_before_release(void *c, uint64_t addr, uint64_t size) { replay_freed(c, addr, size); }
 
-static tcuda_status w_event_record(void *c, int dev, uint64_t stream, void **ev) {
+static tcuda_status w_event_record(void *c, uint64_t stream, void **ev) {
   hr *r = c;
-  (void)dev;
   (void)stream;
   *ev = (void *)(uintptr_t)((uint64_t)r->cur_slot + 1);
   return TCUDA_SUCCESS;
@@ -169,25 +157,11 @@ static tcuda_status w_event_synchronize(void *c, void *ev) {
   if (slot < r->h->num_slots) r->done[slot] = 1;
   return TCUDA_SUCCESS;
 }
-static void w_event_release(void *c, void *ev) {
-  (void)c;
-  (void)ev;
-}
-static tcuda_status w_stream_synchronize(void *c, int dev, uint64_t stream) {
-  (void)c;
-  (void)dev;
-  (void)stream;
-  return TCUDA_SUCCESS;
-}
-static tcuda_status w_device_synchronize(void *c, int dev) {
-  (void)c;
-  (void)dev;
-  return TCUDA_SUCCESS;
-}
-static tcuda_status w_mem_info(void *c, int dev, uint64_t *fr, uint64_t *tot) {
-  hr *r = c;
-  return r->sim->mem_info(r->sim->ctx, dev, fr, tot);
-}
+
+static const tc_bwrap_hooks w_hooks = {.before_alloc = w_before_alloc, .after_alloc = w_after_alloc,
+                                       .before_reserve = w_before_reserve, .after_map = w_after_map,
+                                       .before_release = w_before_release, .event_record = w_event_record,
+                                       .event_query = w_event_query, .event_synchronize = w_event_synchronize};
 
 /* ---- private pools ---- */
 
@@ -521,13 +495,8 @@ tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *o,
     if (!r.addr || !r.done || !r.routes || !r.pool_made) s = oom(func);
   }
   if (!s) {
-    r.be = (tc_backend){.name = "sim", .ctx = &r, .segment_alloc = w_segment_alloc, .segment_free = w_segment_free,
-                        .va_reserve = w_va_reserve, .va_release = w_va_release, .map = w_map, .unmap = w_unmap,
-                        .event_record = w_event_record, .event_query = w_event_query,
-                        .event_synchronize = w_event_synchronize, .event_release = w_event_release,
-                        .stream_synchronize = w_stream_synchronize, .device_synchronize = w_device_synchronize,
-                        .mem_info = w_mem_info};
-    s = tc_alloc_create(0, &r.be, cfg, cap, &r.a);
+    tc_bwrap_init(&r.be, r.sim, &w_hooks, &r);
+    s = tc_alloc_create(0, &r.be.be, cfg, cap, &r.a);
   }
   uint64_t allowed = 0;
   double fraction = o->fraction;
