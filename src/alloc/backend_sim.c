@@ -21,7 +21,6 @@
 #define MIB ((uint64_t)1 << 20)
 #define UNIT (2 * MIB)
 #define CHUNK_ROUND (32 * MIB)
-#define H200_CAPACITY 150109880320ull
 /* The driver's first chunk. Its offset in 512 MiB matters (512 MiB-multiple
  * requests are aligned to 512 MiB) and differs from process to process on
  * the real driver; 64 MiB is the offset seen most often (4 of 15 runs). */
@@ -596,7 +595,7 @@ tcuda_status tc_backend_sim_create(const tc_sim_options *opt, tc_backend **out) 
                        sim_va_release,  sim_map,   sim_unmap,         sim_event_record,      sim_event_query,
                        sim_event_synchronize, sim_event_release, sim_stream_synchronize, sim_device_synchronize,
                        sim_mem_info,          NULL,              NULL};
-  s->capacity = opt && opt->capacity ? opt->capacity : H200_CAPACITY;
+  s->capacity = opt && opt->capacity ? opt->capacity : TC_H200_CAPACITY;
   s->va = opt ? opt->va : TC_SIM_VA_DRIVER;
   s->asc_next = ASC_BASE;
   tcuda_status st = TCUDA_SUCCESS;

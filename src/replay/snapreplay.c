@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define H200_BYTES 150109880320ULL
 #define REC_STREAM ((uint64_t)0xFFFFFFFFFFFFFFF1ULL) /* the stream a deferred free waits on: no real stream's value */
 
 typedef struct {
@@ -320,7 +319,7 @@ static int policy_may_free(hr *r, const tc_tsop *op, const tc_alloc_config *cfg,
   uint64_t need = tc_alloc_segment_size(tc_alloc_round_size(cfg, op->size));
   uint64_t reserved = (uint64_t)st.reserved_bytes[TCUDA_STAT_ALL].current;
   if (allowed && (cfg->garbage_collection_threshold > 0 || reserved + need > allowed)) return 1;
-  uint64_t cap = r->o->capacity ? r->o->capacity : H200_BYTES;
+  uint64_t cap = r->o->capacity ? r->o->capacity : TC_H200_CAPACITY;
   return reserved + need > cap;
 }
 
@@ -476,7 +475,7 @@ tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *o,
   r.h = h;
   r.o = o;
   const tc_alloc_config *cfg = o->cfg ? o->cfg : &h->cfg;
-  uint64_t cap = o->capacity ? o->capacity : H200_BYTES;
+  uint64_t cap = o->capacity ? o->capacity : TC_H200_CAPACITY;
   tc_sim_options so = {.capacity = cap, .va = TC_SIM_VA_DRIVER};
   /* the driver's first layout differs when a side stream allocates first */
   for (size_t i = 0; i < h->num_ops; i++) {

@@ -21,8 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TC_H200_BYTES 150109880320ULL
-
 /* every size the parser accepts is one tc_alloc_malloc takes (an OOM at
  * worst), so a parsed trace replays to the end */
 _Static_assert(TC_TRACE_MAX_SIZE <= UINT64_MAX - TC_ROUND_LARGE, "trace sizes must not overflow the rounding");
@@ -350,7 +348,7 @@ static tcuda_status replay_run(const char *func, const tc_trace *tr, const tcuda
   uint64_t total = 0;
   if (o->simulate) {
     tc_sim_options so = {0};
-    so.capacity = o->capacity ? o->capacity : TC_H200_BYTES;
+    so.capacity = o->capacity ? o->capacity : TC_H200_CAPACITY;
     so.va = o->va_mode ? TC_SIM_VA_ASCENDING : TC_SIM_VA_DRIVER;
     so.addresses_path = o->addresses_file;
     /* the driver's initial layout differs when streams exist before the

@@ -22,7 +22,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define H200_BYTES 150109880320ULL
 #define GRID ((uint64_t)2 << 20)
 #define MAX_ROWS 256
 /* Every row follows torch's recorded segment addresses while it asks for
@@ -93,7 +92,7 @@ static tcuda_status probe(job *j, row *w, uint64_t limit, int *ok) {
 }
 
 static tcuda_status min_limit(job *j, row *w, uint64_t peak_alloc, uint64_t peak_reserved) {
-  uint64_t cap = j->o->capacity ? j->o->capacity : H200_BYTES;
+  uint64_t cap = j->o->capacity ? j->o->capacity : TC_H200_CAPACITY;
   uint64_t lo = up_grid(peak_alloc ? peak_alloc : 1), hi = up_grid(peak_reserved);
   if (hi < lo) hi = lo;
   int ok = 0;
@@ -224,7 +223,7 @@ static const row *recommend(const row *rows, size_t n) {
 static char *document(const tc_tsnap *h, const tcuda_whatif_options_t *o, const row *rows, size_t n,
                       const tc_tsrun_result *exact) {
   tc_sbuf b = {0};
-  uint64_t cap = o->capacity ? o->capacity : H200_BYTES;
+  uint64_t cap = o->capacity ? o->capacity : TC_H200_CAPACITY;
   tc_sbuf_printf(&b, "{\"snapshot\": {\"device\": %d, \"devices\": %d, \"entries\": %zu, \"requests\": %zu, ",
                  h->device, h->num_devices, h->num_entries, h->num_requests);
   tc_sbuf_printf(&b, "\"truncated\": %s, \"capacity\": %llu, \"fraction\": ", h->truncated ? "true" : "false",
