@@ -1,5 +1,5 @@
-/* tcuda_whatif_* and tcuda_replay_snapshot_to: a PyTorch history replayed
- * under its own config and others, each row with its minimal memory limit.
+/* tcuda_whatif_*: a PyTorch history replayed under its own config and
+ * others, each row with its minimal memory limit.
  *
  * The history is loaded once; a first replay under the snapshot's own
  * settings, on torch's recorded addresses, infers the empty_cache calls
@@ -11,11 +11,8 @@
  * "no OOM" non-monotone and the check below fails, the search goes on
  * under it. */
 #include "core/core.h"
-#include "inspect/history.h"
 #include "inspect/jsonwrite.h"
-#include "inspect/report.h"
 #include "torchsnap.h"
-#include "trace.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -25,9 +22,9 @@
 #define GRID ((uint64_t)2 << 20)
 #define MAX_ROWS 256
 /* Every row follows torch's recorded segment addresses while it asks for
- * the recorded segments (tc_tsrun_opts.exact 2): on the H200 this predicted
+ * the recorded segments (TC_TSRUN_FOLLOW): on the H200 this predicted
  * torch's min_limit where the driver model alone was 2 MiB low. */
-#define FOLLOW 2
+#define FOLLOW TC_TSRUN_FOLLOW
 
 /* ---- the default sweep ---- */
 
@@ -399,114 +396,6 @@ tcuda_status tcuda_whatif_buffer(const void *data, size_t len, const tcuda_whati
   tc_tsnap h;
   if ((s = tc_tsnap_load(F, data ? data : "", len, o->device, &h))) return s;
   s = whatif(F, &h, o, json_out);
-  tc_tsnap_free(&h);
-  return s;
-}
-
-/* ---- tcuda replay --simulate SNAPSHOT ---- */
-
-typedef struct {
-  const char *func;
-  tc_tsnap *h;
-  tcuda_status (*write)(void *, const char *, size_t);
-  void *user;
-  int first, sink_failed;
-  tc_history *hist;
-  const char *history_path;
-  const tc_alloc_config *cfg;
-  const char *conf_text;
-} snap_out;
-
-static tcuda_status emit(snap_out *so, const char *p, size_t n) {
-  tcuda_status s = so->write(so->user, p, n);
-  if (!s) return s;
-  so->sink_failed = 1;
-  if (s == TCUDA_ERROR_HOST_OUT_OF_MEMORY) return tc_error(s, "%s: out of host memory", so->func);
-  return tc_error(s, "%s: the output callback returned %s", so->func, tcuda_status_name(s));
-}
-
-static tcuda_status on_checkpoint(void *user, tc_alloc *a, int last) {
-  snap_out *so = user;
-  tcuda_memory_stats_t st;
-  tc_alloc_get_stats(a, &st);
-  tcuda_snapshot_t *snap = NULL;
-  tcuda_status s = tc_alloc_snapshot(a, &snap);
-  if (s) return s;
-  char *sj = tc_report_stats_json_window(&st, so->h->truncated);
-  char *gj = tc_report_snapshot_json(snap, NULL, NULL);
-  tc_snapshot_free(snap);
-  if (!sj || !gj) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", so->func);
-  const char *head = so->first ? "[\n{\"stats\": " : ",\n{\"stats\": ";
-  if (!s && !(s = emit(so, head, strlen(head))) && !(s = emit(so, sj, strlen(sj))) &&
-      !(s = emit(so, ", \"segments\": ", 14)) && !(s = emit(so, gj, strlen(gj))))
-    s = emit(so, "}", 1);
-  so->first = 0;
-  free(sj);
-  free(gj);
-  if (!s && last && so->history_path)
-    s = tc_replay_write_history(so->func, a, so->hist, 0, so->cfg, so->conf_text, so->history_path, NULL, NULL);
-  if (!s && last) s = emit(so, "\n]\n", 3);
-  return s;
-}
-
-static tcuda_status on_create(void *user, tc_alloc *a) {
-  snap_out *so = user;
-  if (so->hist) tc_alloc_set_trace(a, tc_history_trace, so->hist);
-  return TCUDA_SUCCESS;
-}
-
-tcuda_status tcuda_replay_snapshot_to(const char *snapshot_path, const tcuda_replay_options_t *opt,
-                                      tcuda_status (*write_fn)(void *user, const char *bytes, size_t n), void *user) {
-  static const char *F = "tcuda_replay_snapshot_to";
-  TC_CHECK_ARG(F, snapshot_path, "snapshot_path");
-  TC_CHECK_ARG(F, write_fn, "write_fn");
-  TC_CHECK_ARG(F, opt, "opt");
-  if (opt->struct_size < sizeof(tcuda_replay_options_t))
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: opt->struct_size %zu is not sizeof(tcuda_replay_options_t) (%zu)",
-                    F, opt->struct_size, sizeof(tcuda_replay_options_t));
-  if (opt->simulate != 1)
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: a snapshot replays on the simulated device only (simulate = 1)", F);
-  if (opt->addresses_file || opt->maps_file || opt->record_addresses || opt->va_mode)
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
-                    "%s: addresses_file, maps_file, record_addresses and va_mode do not apply to a snapshot (it "
-                    "holds its own addresses)",
-                    F);
-  if (!(opt->memory_fraction >= 0.0 && opt->memory_fraction <= 1.0))
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: memory_fraction %g out of range (0~1)", F, opt->memory_fraction);
-  if (opt->history_path && !*opt->history_path)
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: history_path is empty", F);
-  if (opt->device < -1) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: device %d is negative", F, opt->device);
-  tc_alloc_config cfg;
-  tc_alloc_config_default(&cfg);
-  int given = opt->config && *opt->config;
-  tcuda_status s = TCUDA_SUCCESS;
-  if (given) {
-    char src[64];
-    snprintf(src, sizeof src, "%s: config", F);
-    if ((s = tc_alloc_config_parse_named(src, opt->config, &cfg))) return s;
-  }
-  tc_tsnap h;
-  if ((s = tc_tsnap_load_file(F, snapshot_path, opt->device, &h))) return s;
-  snap_out so = {.func = F, .h = &h, .write = write_fn, .user = user, .first = 1, .history_path = opt->history_path,
-                 .cfg = given ? &cfg : &h.cfg, .conf_text = given ? opt->config : h.conf_text};
-  if (opt->history_path && (s = tc_history_create(0, 0, &so.hist))) {
-    tc_tsnap_free(&h);
-    return s;
-  }
-  tc_tsrun_result r;
-  if (given) { /* torch's run first, to find the empty_cache calls */
-    tc_tsrun_opts eo = {.exact = 1, .capacity = opt->capacity, .fraction = opt->memory_fraction};
-    if (!(s = tc_tsnap_run(F, &h, &eo, &r))) tc_tsrun_result_free(&r);
-  }
-  if (!s) {
-    tc_tsrun_opts ro = {.cfg = &cfg, .exact = given ? FOLLOW : 1, .capacity = opt->capacity,
-                       .fraction = opt->memory_fraction, .checkpoint = on_checkpoint, .user = &so,
-                       .on_create = on_create, .on_oom = opt->on_oom, .oom_user = opt->on_oom_user};
-    if (!given) ro.cfg = NULL;
-    s = tc_tsnap_run(F, &h, &ro, &r);
-    if (!s) tc_tsrun_result_free(&r);
-  }
-  tc_history_destroy(so.hist);
   tc_tsnap_free(&h);
   return s;
 }
