@@ -260,72 +260,83 @@ static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, 
 
 /* ---- allocator_settings -> a config string ---- */
 
+/* One key of allocator_settings, as torch reports it, appended to the
+ * config string b. */
+static tcuda_status read_setting(const char *func, const tc_config_key *d, const tc_pv *val, tc_sbuf *b,
+                                 const char **sep) {
+  int64_t v;
+  double x;
+  switch (d->kind) {
+  case TC_KEY_MB: /* bytes; unset is -1 or SIZE_MAX, neither a positive int64 */
+    if (!tc_pv_as_int(val, &v) || v <= 0) return TCUDA_SUCCESS;
+    if (v % (int64_t)MIB)
+      return tc_error(TCUDA_ERROR_PARSE, "%s: allocator_settings: %s %lld is not a whole number of MiB", func,
+                      d->snapshot_key, (long long)v);
+    tc_sbuf_printf(b, "%s%s:%lld", *sep, d->key, (long long)(v / (int64_t)MIB));
+    break;
+  case TC_KEY_FRACTION:
+    if (!tc_pv_as_double(val, &x) || x == 0.0) return TCUDA_SUCCESS;
+    tc_sbuf_printf(b, "%s%s:%.17g", *sep, d->key, x);
+    break;
+  case TC_KEY_BOOL:
+    if (!tc_pv_as_int(val, &v) || !v) return TCUDA_SUCCESS;
+    tc_sbuf_printf(b, "%s%s:True", *sep, d->key);
+    break;
+  case TC_KEY_DIVISIONS:
+    /* {"1": d, "2": d, ... "32768": d} by MiB interval start; torch also
+     * accepts a plain number in older versions */
+    if (val && val->kind == TC_PV_DICT) {
+      int64_t div[TC_ROUNDUP_SLOTS] = {0};
+      int any = 0;
+      for (uint32_t k = 0; k < val->n; k++) {
+        const char *key = tc_pv_as_str(val->u.items[2 * k]);
+        int64_t dv;
+        char *end;
+        errno = 0;
+        unsigned long mb = key ? strtoul(key, &end, 10) : 0;
+        if (!key || errno || *end || !mb || (mb & (mb - 1)) || !tc_pv_as_int(val->u.items[2 * k + 1], &dv) ||
+            dv < 0 || dv > (1 << 30))
+          return tc_error(TCUDA_ERROR_PARSE, "%s: allocator_settings: %s has a bad entry", func, d->snapshot_key);
+        int slot = 0;
+        while ((1ul << slot) < mb) slot++;
+        if (slot < TC_ROUNDUP_SLOTS) {
+          div[slot] = dv;
+          any |= dv != 0;
+        }
+      }
+      if (!any) return TCUDA_SUCCESS;
+      tc_sbuf_printf(b, "%s%s:[", *sep, d->key);
+      for (int k = 0; k < TC_ROUNDUP_SLOTS; k++) tc_sbuf_printf(b, "%s%u:%lld", k ? "," : "", 1u << k, (long long)div[k]);
+      tc_sbuf_put(b, "]", 1);
+    } else if (tc_pv_as_int(val, &v) && v > 0) {
+      tc_sbuf_printf(b, "%s%s:%lld", *sep, d->key, (long long)v);
+    } else {
+      return TCUDA_SUCCESS;
+    }
+    break;
+  default: /* torch reports no such key */
+    return TCUDA_SUCCESS;
+  }
+  *sep = ",";
+  return TCUDA_SUCCESS;
+}
+
+/* The keys in the order of the snapshot's allocator_settings (the config
+ * table's positions), those tcuda ignores left out. */
 static tcuda_status read_settings(const char *func, const tc_pv *set, tc_tsnap *h) {
+  if (set && set->kind != TC_PV_DICT)
+    return tc_error(TCUDA_ERROR_PARSE, "%s: 'allocator_settings' is not a dict", func);
   tc_sbuf b = {0};
   tc_sbuf_put(&b, "", 0); /* "" when nothing is set */
   const char *sep = "";
-  int64_t v;
-  double d;
-  if (set && set->kind != TC_PV_DICT) {
-    tc_sbuf_free(&b);
-    return tc_error(TCUDA_ERROR_PARSE, "%s: 'allocator_settings' is not a dict", func);
-  }
-  if (tc_pv_as_int(tc_pv_get(set, "max_split_size"), &v) && v > 0) {
-    if (v % (int64_t)MIB) {
+  for (int pos = 1; pos <= (int)tc_alloc_config_nkeys; pos++) {
+    const tc_config_key *d = tc_alloc_config_snapshot_key(pos);
+    if (!d || d->field == TC_KEY_IGNORED) continue;
+    tcuda_status s = read_setting(func, d, tc_pv_get(set, d->snapshot_key), &b, &sep);
+    if (s) {
       tc_sbuf_free(&b);
-      return tc_error(TCUDA_ERROR_PARSE, "%s: allocator_settings: max_split_size %lld is not a whole number of MiB",
-                      func, (long long)v);
+      return s;
     }
-    tc_sbuf_printf(&b, "%smax_split_size_mb:%lld", sep, (long long)(v / (int64_t)MIB));
-    sep = ",";
-  }
-  if (tc_pv_as_double(tc_pv_get(set, "garbage_collection_threshold"), &d) && d != 0.0) {
-    tc_sbuf_printf(&b, "%sgarbage_collection_threshold:%.17g", sep, d);
-    sep = ",";
-  }
-  const tc_pv *ex = tc_pv_get(set, "expandable_segments");
-  if (tc_pv_as_int(ex, &v) && v) {
-    tc_sbuf_printf(&b, "%sexpandable_segments:True", sep);
-    sep = ",";
-  }
-  const tc_pv *rl = tc_pv_get(set, "release_lock_on_cudamalloc");
-  if (tc_pv_as_int(rl, &v) && v) {
-    tc_sbuf_printf(&b, "%srelease_lock_on_cudamalloc:True", sep);
-    sep = ",";
-  }
-  /* roundup_power2_divisions: {"1": d, "2": d, ... "32768": d} by MiB
-   * interval start; torch also accepts a plain number in older versions */
-  const tc_pv *rp = tc_pv_get(set, "roundup_power2_divisions");
-  if (rp && rp->kind == TC_PV_DICT) {
-    int64_t div[TC_ROUNDUP_SLOTS] = {0};
-    int any = 0;
-    for (uint32_t k = 0; k < rp->n; k++) {
-      const char *key = tc_pv_as_str(rp->u.items[2 * k]);
-      int64_t dv;
-      char *end;
-      errno = 0;
-      unsigned long mb = key ? strtoul(key, &end, 10) : 0;
-      if (!key || errno || *end || !mb || (mb & (mb - 1)) || !tc_pv_as_int(rp->u.items[2 * k + 1], &dv) || dv < 0 ||
-          dv > (1 << 30)) {
-        tc_sbuf_free(&b);
-        return tc_error(TCUDA_ERROR_PARSE, "%s: allocator_settings: roundup_power2_divisions has a bad entry", func);
-      }
-      int slot = 0;
-      while ((1ul << slot) < mb) slot++;
-      if (slot < TC_ROUNDUP_SLOTS) {
-        div[slot] = dv;
-        any |= dv != 0;
-      }
-    }
-    if (any) {
-      tc_sbuf_printf(&b, "%sroundup_power2_divisions:[", sep);
-      for (int k = 0; k < TC_ROUNDUP_SLOTS; k++) tc_sbuf_printf(&b, "%s%u:%lld", k ? "," : "", 1u << k, (long long)div[k]);
-      tc_sbuf_put(&b, "]", 1);
-      sep = ",";
-    }
-  } else if (tc_pv_as_int(rp, &v) && v > 0) {
-    tc_sbuf_printf(&b, "%sroundup_power2_divisions:%lld", sep, (long long)v);
-    sep = ",";
   }
   char *text = tc_sbuf_take(&b);
   if (!text) return oom(func);

@@ -11,7 +11,9 @@ Cases:
     and with --history (the written JSON snapshot compared too);
   - every snapshot in tests/data/whatif: `replay --simulate` under its own
     settings, under a given config, and with --history; `whatif --json`
-    (default sweep), with --fraction, and with --config rows.
+    (default sweep), with --fraction, and with --config rows;
+  - whatif on copies of tf_default.json with other allocator_settings
+    (every key the snapshot reader maps, and bad values).
 Exit status 0 when every case matches (the exit status and stderr of the two
 runs included), 1 otherwise. Wall-clock fields (a history entry's time_us) are
 dropped before comparing; everything else, figures derived from the
@@ -100,6 +102,42 @@ def cases(data):
                                          "--capacity", "8GiB", sp], False
 
 
+# allocator_settings variants written into a copy of a JSON snapshot: every
+# key the reader maps, the older plain-number divisions, and bad values
+SETTINGS = {
+    "msplit": {"max_split_size": 128 << 20},
+    "msplit_bad": {"max_split_size": (128 << 20) + 1},
+    "msplit_unset": {"max_split_size": -1},
+    "gc": {"garbage_collection_threshold": 0.75},
+    "bools": {"expandable_segments": True, "release_lock_on_cudamalloc": True,
+              "pinned_use_cuda_host_register": True, "pinned_num_register_threads": 8},
+    "rp2_dict": {"roundup_power2_divisions": {"1": 0, "256": 4, "512": 2, "32768": 8, "65536": 3}},
+    "rp2_int": {"roundup_power2_divisions": 4},
+    "rp2_bad": {"roundup_power2_divisions": {"3": 1}},
+    "all": {"max_split_size": 256 << 20, "garbage_collection_threshold": 0.5, "expandable_segments": True,
+            "roundup_power2_divisions": {"1": 2}},
+    "not_a_dict": None,
+}
+
+
+def settings_cases(data, tmp):
+    src = os.path.join(data, "whatif", "tf_default.json")
+    if not os.path.exists(src):
+        return
+    with open(src) as f:
+        doc = json.load(f)
+    for name, extra in sorted(SETTINGS.items()):
+        d = dict(doc)
+        if extra is None:
+            d["allocator_settings"] = [1, 2]
+        else:
+            d["allocator_settings"] = dict(doc["allocator_settings"], **extra)
+        path = os.path.join(tmp, "settings_%s.json" % name)
+        with open(path, "w") as f:
+            json.dump(d, f)
+        yield "whatif settings " + name, ["whatif", "--json", "--config", "max_split_size_mb:64", path], False
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("before")
@@ -110,7 +148,7 @@ def main():
     n = bad = 0
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "history.json")
-        for name, args, has_out in cases(a.data):
+        for name, args, has_out in list(cases(a.data)) + list(settings_cases(a.data, tmp)):
             args = [out if x == "@OUT@" else x for x in args]
             r0 = run(a.before, args, out if has_out else None)
             r1 = run(a.after, args, out if has_out else None)
