@@ -12,14 +12,14 @@
  * under it. */
 #include "core/core.h"
 #include "inspect/jsonwrite.h"
-#include "torchsnap.h"
+#include "whatif.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#define GRID ((uint64_t)2 << 20)
+#define GRID TC_WHATIF_GRID
 #define MAX_ROWS 256
 /* Every row follows torch's recorded segment addresses while it asks for
  * the recorded segments (TC_TSRUN_FOLLOW): on the H200 this predicted
@@ -53,17 +53,7 @@ static const char *const SWEEP_LIMITED[] = {
     "garbage_collection_threshold:0.6,max_split_size_mb:128",
 };
 
-typedef struct row {
-  char config[512];
-  const char *source;
-  tc_alloc_config cfg;
-  tc_tsrun_result res;
-  int have_min;
-  uint64_t min_limit;
-  int probes;
-  tcuda_status st;
-  char err[512];
-} row;
+typedef tc_whatif_row row;
 
 typedef struct job {
   const char *func;
@@ -77,39 +67,39 @@ typedef struct job {
 static uint64_t up_grid(uint64_t v) { return (v + GRID - 1) / GRID * GRID; }
 
 /* Does the history run with no OOM under `limit`? */
-static tcuda_status probe(job *j, row *w, uint64_t limit, int *ok) {
-  tc_tsrun_opts o = {.cfg = &w->cfg, .exact = FOLLOW, .capacity = j->o->capacity, .limit = limit,
-                    .stop_at_oom = 1};
+static tcuda_status probe(const char *func, tc_tsnap *h, uint64_t capacity, row *w, uint64_t limit, int *ok) {
+  tc_tsrun_opts o = {.cfg = &w->cfg, .exact = FOLLOW, .capacity = capacity, .limit = limit, .stop_at_oom = 1};
   tc_tsrun_result r;
-  tcuda_status s = tc_tsnap_run(j->func, j->h, &o, &r);
+  tcuda_status s = tc_tsnap_run(func, h, &o, &r);
   w->probes++;
   if (!s) *ok = r.first_oom < 0;
   tc_tsrun_result_free(&r);
   return s;
 }
 
-static tcuda_status min_limit(job *j, row *w, uint64_t peak_alloc, uint64_t peak_reserved) {
-  uint64_t cap = j->o->capacity ? j->o->capacity : TC_H200_CAPACITY;
+tcuda_status tc_whatif_min_limit(const char *func, tc_tsnap *h, uint64_t capacity, tc_whatif_row *w,
+                                 uint64_t peak_alloc, uint64_t peak_reserved) {
+  uint64_t cap = capacity ? capacity : TC_H200_CAPACITY;
   uint64_t lo = up_grid(peak_alloc ? peak_alloc : 1), hi = up_grid(peak_reserved);
   if (hi < lo) hi = lo;
   int ok = 0;
-  tcuda_status s = probe(j, w, hi, &ok);
+  tcuda_status s = probe(func, h, capacity, w, hi, &ok);
   if (!s && !ok) {
     hi = cap / GRID * GRID;
-    if (!(s = probe(j, w, hi, &ok)) && !ok) return TCUDA_SUCCESS; /* fails even with the whole device */
+    if (!(s = probe(func, h, capacity, w, hi, &ok)) && !ok) return TCUDA_SUCCESS; /* fails even with the whole device */
   }
   for (int round = 0; !s && round < 64; round++) {
     /* smallest fitting limit in [lo, hi], hi known to fit */
     while (!s && lo < hi) {
       uint64_t mid = lo + (hi - lo) / GRID / 2 * GRID;
-      if (!(s = probe(j, w, mid, &ok))) {
+      if (!(s = probe(func, h, capacity, w, mid, &ok))) {
         if (ok) hi = mid;
         else lo = mid + GRID;
       }
     }
     if (s) break;
     int below_ok = 0;
-    if (hi > up_grid(peak_alloc ? peak_alloc : 1) && (s = probe(j, w, hi - GRID, &below_ok))) break;
+    if (hi > up_grid(peak_alloc ? peak_alloc : 1) && (s = probe(func, h, capacity, w, hi - GRID, &below_ok))) break;
     if (!below_ok) {
       w->have_min = 1;
       w->min_limit = hi;
@@ -121,23 +111,22 @@ static tcuda_status min_limit(job *j, row *w, uint64_t peak_alloc, uint64_t peak
   return s;
 }
 
-static void run_row(job *j, row *w) {
-  const tcuda_whatif_options_t *o = j->o;
+void tc_whatif_run_row(const char *func, tc_tsnap *h, const tcuda_whatif_options_t *o, tc_whatif_row *w) {
   tc_tsrun_opts ro = {.cfg = &w->cfg, .exact = FOLLOW, .capacity = o->capacity,
                      .fraction = o->memory_fraction, .series_points = o->series_points};
-  tcuda_status s = tc_tsnap_run(j->func, j->h, &ro, &w->res);
+  tcuda_status s = tc_tsnap_run(func, h, &ro, &w->res);
   uint64_t pa = w->res.peak_allocated, pr = w->res.peak_reserved;
   if (!s && !o->no_min_limit) {
     if (o->memory_fraction > 0) { /* the bounds come from a run with no limit */
       tc_tsrun_opts free_run = {.cfg = &w->cfg, .exact = FOLLOW, .capacity = o->capacity};
       tc_tsrun_result r;
-      if (!(s = tc_tsnap_run(j->func, j->h, &free_run, &r))) {
+      if (!(s = tc_tsnap_run(func, h, &free_run, &r))) {
         pa = r.peak_allocated;
         pr = r.peak_reserved;
         tc_tsrun_result_free(&r);
       }
     }
-    if (!s) s = min_limit(j, w, pa, pr);
+    if (!s) s = tc_whatif_min_limit(func, h, o->capacity, w, pa, pr);
   }
   w->st = s;
   if (s) snprintf(w->err, sizeof w->err, "%s", tcuda_last_error());
@@ -148,7 +137,7 @@ static void *worker(void *arg) {
   for (;;) {
     size_t k = atomic_fetch_add(&j->next, 1);
     if (k >= j->nrows) break;
-    run_row(j, &j->rows[k]);
+    tc_whatif_run_row(j->func, j->h, j->o, &j->rows[k]);
   }
   return NULL;
 }
@@ -201,9 +190,7 @@ static void put_row(tc_sbuf *b, const tc_tsnap *h, const row *w) {
   tc_sbuf_puts(b, "}");
 }
 
-/* Among the rows a PyTorch user can set: the lowest min_limit, then the
- * fewest retries, then the fewest segment calls. */
-static const row *recommend(const row *rows, size_t n) {
+const tc_whatif_row *tc_whatif_recommend(const tc_whatif_row *rows, size_t n) {
   const row *best = NULL;
   for (size_t i = 0; i < n; i++) {
     const row *w = &rows[i];
@@ -240,7 +227,7 @@ static char *document(const tc_tsnap *h, const tcuda_whatif_options_t *o, const 
     put_row(&b, h, &rows[i]);
   }
   tc_sbuf_puts(&b, "],\n \"recommended\": ");
-  const row *best = recommend(rows, n);
+  const row *best = tc_whatif_recommend(rows, n);
   if (best && rows[0].have_min) {
     int64_t save = (int64_t)rows[0].min_limit - (int64_t)best->min_limit;
     tc_sbuf_puts(&b, "{\"config\": ");
