@@ -20,8 +20,8 @@
 
 static uint64_t next_division(uint64_t size, uint64_t divisions) {
   if (!(size & (size - 1))) return size;
-  uint64_t floor2 = (uint64_t)1 << log2_floor(size);
-  uint64_t step = floor2 >> log2_floor(divisions);
+  uint64_t floor2 = (uint64_t)1 << tc_log2_floor(size);
+  uint64_t step = floor2 >> tc_log2_floor(divisions);
   if (step == 0) return floor2 << 1;
   uint64_t down = size & ~(step - 1);
   return down == size ? size : down + step;
@@ -29,7 +29,7 @@ static uint64_t next_division(uint64_t size, uint64_t divisions) {
 
 static inline uint64_t round_size(const tc_alloc_config *cfg, uint64_t size) {
   if (size < TC_MIN_BLOCK_SIZE) return TC_MIN_BLOCK_SIZE;
-  int idx = (int)log2_floor(size) - 20; /* slots start at 1 MiB */
+  int idx = (int)tc_log2_floor(size) - 20; /* slots start at 1 MiB */
   if (idx < 0) idx = 0;
   if (idx > TC_ROUNDUP_SLOTS - 1) idx = TC_ROUNDUP_SLOTS - 1;
   uint64_t d = cfg->roundup_power2_divisions[idx];
