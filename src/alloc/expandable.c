@@ -129,12 +129,6 @@ static uint64_t compact_budget(tc_alloc *a, uint64_t size) {
 
 #define TRIM_ROUND 64
 
-static tc_block *tree_last(const tc_tree *t) {
-  tc_block *b = t->root;
-  if (b) while (b->tr) b = b->tr;
-  return b;
-}
-
 /* Up to TRIM_ROUND free blocks with whole pages in the default pools'
  * segments, from the highest address down, until their pages add up to
  * `want`; adds them to *found. From the top, because placement fills the
