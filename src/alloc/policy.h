@@ -10,6 +10,7 @@
 #include "alloc/freeset.h"
 #include "alloc/blockmap.h"
 #include "alloc/lock.h"
+#include "alloc/stats.h"
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -32,32 +33,6 @@ typedef struct tc_evq {
   tc_evrec *q;
   size_t head, len, cap; /* ring, cap a power of 2 */
 } tc_evq;
-
-/* ------------------------------------------------------------------ */
-/* helpers of every part: stats, trace, sizes, array growth             */
-
-static inline void st_inc(tcuda_stat_t *s, int64_t n) {
-  s->current += n;
-  if (s->current > s->peak) s->peak = s->current;
-  s->allocated += n;
-}
-static inline void st_dec(tcuda_stat_t *s, int64_t n) {
-  s->current -= n;
-  s->freed += n;
-}
-static inline void arr_inc(tcuda_stat_t *arr, int pidx, int64_t n) {
-  st_inc(&arr[TCUDA_STAT_ALL], n);
-  st_inc(&arr[pidx], n);
-}
-static inline void arr_dec(tcuda_stat_t *arr, int pidx, int64_t n) {
-  st_dec(&arr[TCUDA_STAT_ALL], n);
-  st_dec(&arr[pidx], n);
-}
-
-#define TRACE(a, act, addr, size, stream)                                     \
-  do {                                                                        \
-    if ((a)->trace) (a)->trace((a)->trace_ctx, (act), (addr), (size), (stream)); \
-  } while (0)
 
 /* Whether some capture is routing into a private pool (torch's
  * captures_underway non-empty). Under the lock. */
