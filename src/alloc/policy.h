@@ -11,28 +11,11 @@
 #include "alloc/blockmap.h"
 #include "alloc/lock.h"
 #include "alloc/stats.h"
+#include "alloc/events.h"
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
-
-/* torch's captures_underway entry. */
-typedef struct tc_capture {
-  tc_ppool *pool;
-  tc_capture_filter fn;
-  void *ctx;
-} tc_capture;
-
-typedef struct tc_evrec {
-  void *ev;
-  tc_block *b;
-} tc_evrec;
-
-typedef struct tc_evq {
-  uint64_t stream;
-  tc_evrec *q;
-  size_t head, len, cap; /* ring, cap a power of 2 */
-} tc_evq;
 
 /* Whether some capture is routing into a private pool (torch's
  * captures_underway non-empty). Under the lock. */
@@ -43,6 +26,13 @@ static inline int capturing(const tc_alloc *a) { return atomic_load_explicit(&a-
 static inline int vmm_segments(const tc_alloc *a) {
   return a->cfg.expandable_segments || a->cfg.policy == TC_POLICY_COMPACT;
 }
+
+/* torch's captures_underway entry. */
+typedef struct tc_capture {
+  tc_ppool *pool;
+  tc_capture_filter fn;
+  void *ctx;
+} tc_capture;
 
 /* ------------------------------------------------------------------ */
 /* pools.c: pools and private pools                                     */
@@ -71,18 +61,6 @@ tcuda_status tc_compact_trim(tc_alloc *a, const tc_pool *pool, uint64_t size);
 #define TC_NEXT_FIT_MIN ((uint64_t)4 << 20)
 #define TC_NEXT_FIT_TRIMS 16
 SLOW_PATH tc_block *tc_compact_next_fit(tc_alloc *a, const tc_pool *pool, uint64_t stream, uint64_t size);
-
-/* ------------------------------------------------------------------ */
-/* events.c: record_stream's events                                     */
-
-SLOW_PATH tcuda_status tc_poll_events(tc_alloc *a);
-
-static inline tcuda_status process_events(tc_alloc *a) {
-  return a->ndeferred || a->nevq ? tc_poll_events(a) : TCUDA_SUCCESS;
-}
-
-tcuda_status tc_synchronize_and_free_events(tc_alloc *a);
-tcuda_status tc_insert_events(tc_alloc *a, tc_block *b);
 
 /* ------------------------------------------------------------------ */
 /* block.c: block structs, segments, merges (the lowest layer)          */
