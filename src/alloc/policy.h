@@ -12,35 +12,17 @@
 #include "alloc/lock.h"
 #include "alloc/stats.h"
 #include "alloc/events.h"
+#include "alloc/pools.h"
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
-
-/* Whether some capture is routing into a private pool (torch's
- * captures_underway non-empty). Under the lock. */
-static inline int capturing(const tc_alloc *a) { return atomic_load_explicit(&a->ncaps, memory_order_relaxed) != 0; }
 
 /* Segments are VA reservations mapped page by page: expandable segments,
  * or the compact policy, which is built on them. */
 static inline int vmm_segments(const tc_alloc *a) {
   return a->cfg.expandable_segments || a->cfg.policy == TC_POLICY_COMPACT;
 }
-
-/* torch's captures_underway entry. */
-typedef struct tc_capture {
-  tc_ppool *pool;
-  tc_capture_filter fn;
-  void *ctx;
-} tc_capture;
-
-/* ------------------------------------------------------------------ */
-/* pools.c: pools and private pools                                     */
-
-void tc_pools_init(tc_pool *small, tc_pool *large, tc_ppool *owner);
-void tc_pools_destroy(tc_pool *small, tc_pool *large);
-tcuda_status tc_release_blocks(tc_alloc *a, tc_pool *pool);
-tcuda_status tc_release_freeable_pools(tc_alloc *a);
 
 /* ------------------------------------------------------------------ */
 /* expandable.c: expandable segments                                    */
