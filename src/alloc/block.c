@@ -1,8 +1,8 @@
 /* The policy's lowest layer: block structs (slabs and their free list),
  * segments (the allocator's list and address range), and torch's
  * free_block and release_block, which malloc.c, events.c, pools.c and
- * expandable.c all use. It calls no part above it (see policy.h). */
-#include "alloc/policy.h"
+ * expandable.c all use. It calls no part above it (alloc.h has the map). */
+#include "alloc/block.h"
 #include <stdatomic.h>
 #include <stdlib.h>
 

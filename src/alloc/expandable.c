@@ -8,7 +8,11 @@
  * segment, not only on empty_cache: before a mapping would take reserved
  * memory past its budget (compact_trim). docs/allocator.md, "The compact
  * policy", has the design and its trade-offs. */
-#include "alloc/policy.h"
+#include "alloc/expandable.h"
+#include "alloc/block.h"
+#include "alloc/freeset.h"
+#include "alloc/pools.h"
+#include "alloc/stats.h"
 #include <stdlib.h>
 #include <string.h>
 

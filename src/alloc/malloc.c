@@ -2,12 +2,19 @@
  * and statistics, in pure C over a tc_backend. This file holds the core:
  * sizes, malloc (split, garbage collection, the OOM retry), free,
  * empty_cache, create and destroy. It is the top layer: it calls the other
- * parts and none of them calls it. policy.h lists the data structures and
- * the other parts. Where the code says "torch", it mirrors
+ * parts and none of them calls it. alloc.h maps the parts, types.h the
+ * data structures. Where the code says "torch", it mirrors
  * c10/cuda/CUDACachingAllocator.cpp (2.9-2.11) as described in
  * docs/allocator.md. */
 #include "core/annotate.h"
-#include "alloc/policy.h"
+#include "alloc/block.h"
+#include "alloc/blockmap.h"
+#include "alloc/events.h"
+#include "alloc/expandable.h"
+#include "alloc/freeset.h"
+#include "alloc/lock.h"
+#include "alloc/pools.h"
+#include "alloc/stats.h"
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>

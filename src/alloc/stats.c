@@ -1,7 +1,9 @@
 /* The allocator seen from outside: statistics and their resets, the memory
  * fraction, config and trace settings, the snapshot and the block lookup.
  * Each call takes the lock once; none is on the malloc/free path. */
-#include "alloc/policy.h"
+#include "alloc/stats.h"
+#include "alloc/blockmap.h"
+#include "alloc/lock.h"
 #include <stdlib.h>
 
 /* ------------------------------------------------------------------ */

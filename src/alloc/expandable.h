@@ -1,23 +1,10 @@
-/* The caching allocator's parts, grouped by file: what each offers the
- * others (the types they share are in types.h). The files call each other
- * in layers, without a cycle: malloc.c (the entry points) over pools.c,
- * events.c, expandable.c and stats.c; those over block.c (blocks,
- * segments, free_block), freeset.c, blockmap.c and lock.c. lock.c runs
- * other threads' requests through tc_alloc.run_req. */
-#ifndef TC_ALLOC_POLICY_H
-#define TC_ALLOC_POLICY_H
+/* Expandable segments (expandable.c): per (pool, stream) a reservation of
+ * address space mapped page by page, torch's expandable_segments:True; the
+ * compact policy runs on them too. */
+#ifndef TC_ALLOC_EXPANDABLE_H
+#define TC_ALLOC_EXPANDABLE_H
 #include "alloc/types.h"
-#include "alloc/freeset.h"
-#include "alloc/blockmap.h"
-#include "alloc/lock.h"
-#include "alloc/stats.h"
-#include "alloc/events.h"
-#include "alloc/pools.h"
-#include "alloc/block.h"
-#include <stdatomic.h>
-#include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
 
 /* Segments are VA reservations mapped page by page: expandable segments,
  * or the compact policy, which is built on them. */
@@ -25,9 +12,8 @@ static inline int vmm_segments(const tc_alloc *a) {
   return a->cfg.expandable_segments || a->cfg.policy == TC_POLICY_COMPACT;
 }
 
-/* ------------------------------------------------------------------ */
-/* expandable.c: expandable segments                                    */
-
+/* torch's try_allocate_expandable_block: 1 found (*out, out of the free
+ * set), 0 device OOM, -1 error (*err). */
 int tc_try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, uint64_t size, tc_block **out,
                                tcuda_status *err);
 /* flags: TC_UNMAP_SYNC synchronizes the segment's stream first (else the
@@ -36,6 +22,7 @@ int tc_try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, uint
 enum { TC_UNMAP_SYNC = 1, TC_UNMAP_KEEP = 2 };
 /* At most `most` bytes (rounded up to pages), the block's highest pages. */
 tcuda_status tc_unmap_block(tc_alloc *a, tc_block *b, int flags, uint64_t most);
+/* Give back a reservation that has nothing mapped (b: its one block). */
 tcuda_status tc_release_expandable_segment(tc_alloc *a, tc_block *b);
 /* The compact policy, before mapping for a rounded request of `size`. */
 tcuda_status tc_compact_trim(tc_alloc *a, const tc_pool *pool, uint64_t size);
