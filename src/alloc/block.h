@@ -60,6 +60,12 @@ void tc_seg_unlink_free(tc_alloc *a, tc_seg *s);
 
 static inline int is_split(const tc_block *b) { return b->prev || b->next; }
 
+/* Free, with no event pending and no stream use recorded: a block that may
+ * be handed out, merged or unmapped. */
+static inline int allocatable(const tc_block *b) {
+  return b && !b->allocated && b->event_count == 0 && b->nuses == 0;
+}
+
 /* torch's try_merge_blocks: dst absorbs src; returns the size absorbed.
  * With victim, the first absorbed block of the free tree is left there as
  * *victim, for tc_free_block to hand its tree node to dst. */

@@ -24,12 +24,5 @@ enum { TC_UNMAP_SYNC = 1, TC_UNMAP_KEEP = 2 };
 tcuda_status tc_unmap_block(tc_alloc *a, tc_block *b, int flags, uint64_t most);
 /* Give back a reservation that has nothing mapped (b: its one block). */
 tcuda_status tc_release_expandable_segment(tc_alloc *a, tc_block *b);
-/* The compact policy, before mapping for a rounded request of `size`. */
-tcuda_status tc_compact_trim(tc_alloc *a, const tc_pool *pool, uint64_t size);
-/* The compact policy's next fit: requests of at least TC_NEXT_FIT_MIN
- * bytes, once TC_NEXT_FIT_TRIMS trims have run at an unchanged budget. */
-#define TC_NEXT_FIT_MIN ((uint64_t)4 << 20)
-#define TC_NEXT_FIT_TRIMS 16
-SLOW_PATH tc_block *tc_compact_next_fit(tc_alloc *a, const tc_pool *pool, uint64_t stream, uint64_t size);
 
 #endif

@@ -9,6 +9,7 @@
 #include "core/annotate.h"
 #include "alloc/block.h"
 #include "alloc/blockmap.h"
+#include "alloc/compact.h"
 #include "alloc/events.h"
 #include "alloc/expandable.h"
 #include "alloc/freeset.h"
