@@ -14,17 +14,20 @@
  * request runner through a function pointer set at creation.
  *
  *   api.c        alloc.h       the process's allocators, the public memory calls
- *   malloc.c     alloc.h       malloc, free, empty_cache, create: torch's decisions
- *   stats.c      stats.h       the counters every part records, the trace;
- *                              stats, resets, snapshot, block lookup (alloc.h)
+ *   malloc.c     alloc.h       malloc, free, empty_cache, create, config: torch's
+ *                              policy, joined by compact at compact.h's hook points
+ *   compact.c    compact.h     policy:compact: the budget's trim, next fit
  *   pools.c      pools.h       pool pairs, graph private pools, captures
  *   events.c     events.h      record_stream's events
  *   expandable.c expandable.h  expandable segments: reservations mapped by page
  *   block.c      block.h       block structs, segments, merge, free_block
  *   freeset.c    freeset.h     free blocks by (stream, size, addr); the treap
+ *   stats.c      stats.h       the counters every part records, the trace;
+ *                              stats, resets, snapshot, block lookup (alloc.h)
  *   blockmap.c   blockmap.h    allocated blocks by address (hash table)
  *   lock.c       lock.h        the lock, combining of contended calls
  *   (none)       types.h       the shared types, hot-path attributes
+ * and beside the policy:
  *   config.c     config.h      TCUDA_ALLOC_CONF and its key table
  *   backend_cuda.c, backend_sim.c  backend.h  the device: CUDA, or simulated
  *   hooks.c      hooks.h       events for the layers above

@@ -94,6 +94,7 @@ tcuda_status tc_release_block(tc_alloc *a, tc_block *b) {
   arr_dec(a->st.reserved_bytes, pool->pidx, (int64_t)b->size);
   if (b->size >= a->cfg.max_split_size) st_dec(&a->st.oversize_segments, 1);
   bs_erase(b);
+  forget_block(a, b);
   tc_seg_unlink_free(a, b->seg);
   del_block(a, b);
   return TCUDA_SUCCESS;

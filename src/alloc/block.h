@@ -80,7 +80,7 @@ static inline uint64_t try_merge(tc_alloc *a, tc_block *dst, tc_block *src, tc_b
     dst->next = src->next;
     if (dst->next) dst->next->prev = dst;
   }
-  if (a->rover == src) a->rover = dst; /* dst now covers src's range */
+  if (a->cursor == src) a->cursor = dst; /* dst now covers src's range */
   uint64_t sub = src->size;
   dst->size += sub;
   if (victim && src->mapped && !*victim) {
@@ -91,6 +91,11 @@ static inline uint64_t try_merge(tc_alloc *a, tc_block *dst, tc_block *src, tc_b
     del_block(a, src);
   }
   return sub;
+}
+
+/* b leaves the allocator: its segment or reservation goes back. */
+static inline void forget_block(tc_alloc *a, const tc_block *b) {
+  if (a->cursor == b) a->cursor = NULL;
 }
 
 void tc_free_block(tc_alloc *a, tc_block *b);

@@ -12,14 +12,31 @@
 #include "alloc/pools.h"
 #include <stdint.h>
 
+/* ------------------------------------------------------------------ */
+/* config                                                               */
+
+void tc_compact_on_config(tc_alloc *a) {
+  tc_compact *c = &a->compact;
+  c->on = a->cfg.policy == TC_POLICY_COMPACT;
+  c->vmm = a->cfg.expandable_segments || c->on;
+  c->small_max = c->on ? 0 : TC_SMALL_SIZE;
+  /* next fit is compact's alone, and earns its way back after any change */
+  c->steady_trims = 0;
+  c->next_fit_min = UINT64_MAX;
+  a->cursor = NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* the budget and the trim                                              */
+
 /* The budget for reserved bytes: the bound docs/allocator.md aims at,
  * max(1.10 x, + 4 MiB) over the highest allocated total seen, counting the
  * request about to be served. reset_peak_memory_stats does not lower it. */
 static uint64_t compact_budget(tc_alloc *a, uint64_t size) {
-  uint64_t hw = a->compact_hw;
+  uint64_t hw = a->compact.hw;
   uint64_t peak = (uint64_t)a->st.allocated_bytes[TCUDA_STAT_ALL].peak;
   uint64_t now = (uint64_t)a->st.allocated_bytes[TCUDA_STAT_ALL].current + size;
-  if (peak > hw) a->compact_hw = hw = peak;
+  if (peak > hw) a->compact.hw = hw = peak;
   /* the request counts for this call only: one past a memory fraction's
    * limit fails, and must not raise every later call's budget past the
    * bound of what was really allocated */
@@ -95,28 +112,36 @@ tcuda_status tc_compact_trim(tc_alloc *a, const tc_pool *pool, uint64_t size) {
   }
   /* a trim while the budget's base stays put: the layout itself churns */
   if (given) {
-    if (a->compact_hw == a->trim_hw && a->steady_trims < TC_NEXT_FIT_TRIMS) a->steady_trims++;
-    a->trim_hw = a->compact_hw;
+    tc_compact *c = &a->compact;
+    if (c->hw == c->trim_hw && c->steady_trims < TC_NEXT_FIT_TRIMS && ++c->steady_trims == TC_NEXT_FIT_TRIMS)
+      c->next_fit_min = TC_NEXT_FIT_MIN;
+    c->trim_hw = c->hw;
   }
   return TCUDA_SUCCESS;
 }
 
+/* ------------------------------------------------------------------ */
+/* next fit                                                             */
+
 #define NEXT_FIT_WALK 16
 
 /* Next fit: the first free mapped block that fits, walking by address
- * from the rover, wrapping once at the segment's end; a walk that finds
+ * from the rover (tc_alloc.cursor), wrapping once at the segment's end; a walk that finds
  * none leaves the rover where it stopped, so the next one goes on from
  * there. Caches grown by copy free their blocks in the order they were
  * made; next fit then keeps the free space in one run that moves through
  * the segment like a ring, where best fit leaves holes each slightly too
  * small for the next, larger copy (docs/allocator.md). */
 tc_block *tc_compact_next_fit(tc_alloc *a, const tc_pool *pool, uint64_t stream, uint64_t size) {
-  tc_block *r = a->rover, *b = r;
+  tc_block *r = a->cursor, *b = r;
   if (!r || r->pool != pool || r->stream != stream) return NULL;
   int wrapped = 0;
   uint64_t msp = a->cfg.max_split_size, cap = size >= msp ? size + a->cfg.max_non_split_rounding_size : msp;
   for (int i = 0; i < NEXT_FIT_WALK; i++) {
-    if (b->mapped && allocatable(b) && b->size >= size && b->size < cap) return b; /* max_split_size's rules too */
+    if (b->mapped && allocatable(b) && b->size >= size && b->size < cap) { /* max_split_size's rules too */
+      a->cursor = b;
+      return b;
+    }
     if (!(b = b->next)) {
       if (wrapped) return NULL;
       wrapped = 1;
@@ -124,6 +149,25 @@ tc_block *tc_compact_next_fit(tc_alloc *a, const tc_pool *pool, uint64_t stream,
     }
     if (b == r) return NULL;
   }
-  a->rover = b;
+  a->cursor = b;
   return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* after a miss, and out of memory                                      */
+
+void tc_compact_mapped(tc_alloc *a, const tc_pool *pool, uint64_t size, int r, tc_block *b) {
+  /* pages the trim kept and the mapping did not take go back now, so
+   * that reserved_bytes stays the physical memory held */
+  if (a->be->release_kept) a->be->release_kept(a->be->ctx, a->device);
+  /* a large miss seeds the rover: next fit goes on after it */
+  if (r == 1 && size >= TC_NEXT_FIT_MIN && !pool->owner) a->cursor = b;
+}
+
+/* Under compact the OOM sequence has already given back every free page it
+ * may (outside a capture), so torch's advice would mislead. */
+const char *tc_compact_oom_advice(const tc_alloc *a) {
+  if (!a->compact.on) return NULL;
+  return "The compact policy gives free pages back before an OOM (outside a graph capture), so "
+         "the live blocks themselves do not fit.  See docs/allocator.md (The compact policy)";
 }

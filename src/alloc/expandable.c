@@ -58,14 +58,13 @@ static int map_block(tc_alloc *a, tc_block *to_map, uint64_t size, tcuda_status 
 /* The lowest address, in an existing (stream, pool) segment, where free plus
  * unmapped space fits `size`; a new VA reservation when none does. */
 static tc_block *find_expandable_block(tc_alloc *a, tc_pool *pool, uint64_t stream, uint64_t size,
-                                       tcuda_status *err) {
+                                       uint64_t page, tcuda_status *err) {
   for (tc_block *c = lower_bound(&pool->unmapped, stream, 0, 0); c && c->stream == stream; c = tree_next(c)) {
     const tc_block *cand = allocatable(c->prev) ? c->prev : c;
     if (has_space(cand, size)) return (tc_block *)cand;
   }
   tcuda_status s = reserve_blocks(a, 1);
   if (s) return *err = s, NULL;
-  uint64_t page = pool->is_small || a->cfg.policy == TC_POLICY_COMPACT ? TC_SMALL_BUFFER : TC_LARGE_BUFFER;
   uint64_t total = a->total_memory;
   uint64_t npages = (total + total / 8 + page - 1) / page;
   if (!npages) npages = 1;
@@ -105,10 +104,10 @@ static tc_block *find_expandable_block(tc_alloc *a, tc_pool *pool, uint64_t stre
   return b;
 }
 
-int tc_try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, uint64_t size, tc_block **out,
-                                   tcuda_status *err) {
+int tc_try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, uint64_t size, uint64_t page,
+                               tc_block **out, tcuda_status *err) {
   tcuda_status s = TCUDA_SUCCESS;
-  tc_block *c = find_expandable_block(a, pool, stream, size, &s);
+  tc_block *c = find_expandable_block(a, pool, stream, size, page, &s);
   if (!c) return *err = s, -1;
   if (!c->mapped) {
     int r = map_block(a, c, c->size < size ? c->size : size, err);
@@ -181,7 +180,7 @@ tcuda_status tc_release_expandable_segment(tc_alloc *a, tc_block *b) {
   tcuda_status s = a->be->va_release(a->be->ctx, a->device, seg->addr, seg->size);
   if (s) return s;
   if (b->pool->owner) b->pool->owner->nsegs--;
-  if (a->rover == b) a->rover = NULL;
+  forget_block(a, b);
   tree_erase(&b->pool->unmapped, b);
   tc_seg_unlink_free(a, seg);
   del_block(a, b);

@@ -6,16 +6,11 @@
 #include "alloc/types.h"
 #include <stdint.h>
 
-/* Segments are VA reservations mapped page by page: expandable segments,
- * or the compact policy, which is built on them. */
-static inline int vmm_segments(const tc_alloc *a) {
-  return a->cfg.expandable_segments || a->cfg.policy == TC_POLICY_COMPACT;
-}
-
 /* torch's try_allocate_expandable_block: 1 found (*out, out of the free
- * set), 0 device OOM, -1 error (*err). */
-int tc_try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, uint64_t size, tc_block **out,
-                               tcuda_status *err);
+ * set), 0 device OOM, -1 error (*err). page: the page size of a
+ * reservation made now (the pool's own keep theirs). */
+int tc_try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, uint64_t size, uint64_t page,
+                               tc_block **out, tcuda_status *err);
 /* flags: TC_UNMAP_SYNC synchronizes the segment's stream first (else the
  * caller did); TC_UNMAP_KEEP keeps the pages for the next map (the
  * caller then calls the backend's release_kept). */

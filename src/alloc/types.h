@@ -119,6 +119,23 @@ struct tc_seg {
   uint8_t *pmap;         /* expandable: 1 per mapped page */
 };
 
+/* compact.c's state. compact.h's hook points read it; only compact.c
+ * writes it. The settings derived from the config are set in one place,
+ * tc_compact_on_config, so that each hook point costs a compare. */
+typedef struct tc_compact {
+  int on;  /* policy:compact */
+  int vmm; /* segments are VA reservations mapped by page: expandable segments, or compact */
+  /* rounded requests up to this go to a small pool: TC_SMALL_SIZE, or 0
+   * under compact, whose one pool shares pages between all sizes */
+  uint64_t small_max;
+  /* next fit serves requests from this size; UINT64_MAX until trims at an
+   * unchanged budget have earned it (docs/allocator.md) */
+  uint64_t next_fit_min;
+  uint64_t hw;      /* the highest allocated total seen: the budget's base */
+  uint64_t trim_hw; /* hw at the last trim that gave pages back */
+  int steady_trims; /* trims at an unchanged hw, up to TC_NEXT_FIT_TRIMS */
+} tc_compact;
+
 /* The allocator's lock (lock.h): a futex word, 0 free, 1 held, 2 held
  * with sleepers. pthread's mutex bookkeeping (owner, user count) was a
  * visible share of the cached pair. */
@@ -135,23 +152,18 @@ struct tc_alloc {
   int has_allowed;
   uint64_t allowed_max;
   uint64_t total_allocated;
-  uint64_t compact_hw; /* compact policy: the highest allocated total seen (its budget's base) */
-  /* compact policy, next fit (docs/allocator.md): where the next large
-   * request's search starts (a default-pool block, or NULL), and the
-   * trims seen at an unchanged budget, which turn it on */
-  tc_block *rover;
-  uint64_t trim_hw;
-  int steady_trims;
+  tc_compact compact;
   tcuda_memory_stats_t st;
   tc_pool small, large;
-  /* where requests of at most 1 MiB go: small, or large under the compact
-   * policy, whose one pool shares pages between small and large blocks */
-  tc_pool *small_route;
   tc_slot *ht; /* blockmap.h */
   size_t ht_cap, ht_len, ht_tombs;
   unsigned ht_bits;
   tc_block *freelist; /* block.h */
   size_t nfree;
+  /* a block pointer that merges move to the block covering its range and
+   * releases clear (block.h), so it never dangles: compact.c's next-fit
+   * rover, a default-pool block or NULL */
+  tc_block *cursor;
   void **slabs;
   size_t nslabs, capslabs;
   tc_seg *segs;
