@@ -3,8 +3,7 @@
  * pools, and gives free pages back anywhere in a segment, not only on
  * empty_cache: before a mapping would take reserved memory past its budget
  * (tc_compact_trim). Once the layout churns it places large requests by
- * next fit. docs/allocator.md, "The compact policy", has the design and
- * its trade-offs. */
+ * next fit. docs/compact.md has the design and its trade-offs. */
 #include "alloc/compact.h"
 #include "alloc/block.h"
 #include "alloc/expandable.h"
@@ -29,7 +28,7 @@ void tc_compact_on_config(tc_alloc *a) {
 /* ------------------------------------------------------------------ */
 /* the budget and the trim                                              */
 
-/* The budget for reserved bytes: the bound docs/allocator.md aims at,
+/* The budget for reserved bytes: the bound docs/compact.md aims at,
  * max(1.10 x, + 4 MiB) over the highest allocated total seen, counting the
  * request about to be served. reset_peak_memory_stats does not lower it. */
 static uint64_t compact_budget(tc_alloc *a, uint64_t size) {
@@ -52,7 +51,7 @@ static uint64_t compact_budget(tc_alloc *a, uint64_t size) {
  * `want`; adds them to *found. From the top, because placement fills the
  * lowest addresses first: pages there are the ones the next requests
  * reuse, and giving back the largest blocks instead moved many times more
- * pages on a churn (docs/allocator.md). Each segment ends in an unmapped
+ * pages on a churn (docs/compact.md). Each segment ends in an unmapped
  * block, and a walk down from each unmapped block stops at the next one,
  * so every block is visited at most once. */
 static size_t trim_pick(tc_alloc *a, tc_block **pick, uint64_t want, uint64_t *found) {
@@ -131,7 +130,7 @@ tcuda_status tc_compact_trim(tc_alloc *a, const tc_pool *pool, uint64_t size) {
  * there. Caches grown by copy free their blocks in the order they were
  * made; next fit then keeps the free space in one run that moves through
  * the segment like a ring, where best fit leaves holes each slightly too
- * small for the next, larger copy (docs/allocator.md). */
+ * small for the next, larger copy (docs/compact.md). */
 tc_block *tc_compact_next_fit(tc_alloc *a, const tc_pool *pool, uint64_t stream, uint64_t size) {
   tc_block *r = a->cursor, *b = r;
   if (!r || r->pool != pool || r->stream != stream) return NULL;

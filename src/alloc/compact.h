@@ -1,7 +1,7 @@
 /* The compact policy (compact.c): the points where malloc.c departs from
  * torch's policy, in the order a malloc meets them. Under policy:torch
  * each is a compare that goes torch's way. The state they read is
- * tc_compact (types.h). docs/allocator.md has the design. */
+ * tc_compact (types.h). docs/compact.md has the design. */
 #ifndef TC_ALLOC_COMPACT_H
 #define TC_ALLOC_COMPACT_H
 #include "alloc/types.h"

@@ -89,7 +89,7 @@ typedef enum tc_config_kind {
   TC_KEY_POLICY     /* int, TC_POLICY_*, written by name */
 } tc_config_kind;
 
-/* The policy key's values (docs/allocator.md, "The compact policy"). */
+/* The policy key's values (docs/compact.md). */
 enum { TC_POLICY_TORCH = 0, TC_POLICY_COMPACT = 1 };
 
 typedef struct tc_config_key {

@@ -129,7 +129,7 @@ typedef struct tc_compact {
    * under compact, whose one pool shares pages between all sizes */
   uint64_t small_max;
   /* next fit serves requests from this size; UINT64_MAX until trims at an
-   * unchanged budget have earned it (docs/allocator.md) */
+   * unchanged budget have earned it (docs/compact.md) */
   uint64_t next_fit_min;
   uint64_t hw;      /* the highest allocated total seen: the budget's base */
   uint64_t trim_hw; /* hw at the last trim that gave pages back */
