@@ -4,7 +4,6 @@
  * (stream, addr). What the cached malloc/free path calls is in freeset.h;
  * the walks, set growth and the self check are here. */
 #include "alloc/freeset.h"
-#include "alloc/freeset.h"
 #include "alloc/lock.h"
 #include <stdio.h>
 #include <stdlib.h>

@@ -165,7 +165,8 @@ static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) 
     return 0;
   }
   if (vmm_segments(a)) {
-    int r = tc_try_allocate_expandable(a, p->pool, p->stream, p->size, tc_compact_page(a, p->pool), &p->block, err);
+    uint64_t page = tc_compact_page(a, p->pool);
+    int r = tc_try_allocate_expandable(a, p->pool, p->stream, p->size, page, &p->block, err);
     tc_compact_after_map(a, p->pool, p->size, r, p->block);
     return r;
   }
