@@ -1,7 +1,9 @@
 /* Blocks and segments (block.c), the policy's lowest layer: block structs
  * recycled from slabs through a free list, the allocator's segment list,
- * torch's try_merge_blocks, free_block and release_block. The struct
- * recycling and the merge run on the cached path, so they are inline. */
+ * torch's try_merge_blocks, free_block and release_block, and the cursor
+ * (tc_alloc.cursor), a block pointer that merges and releases keep valid.
+ * The struct recycling and the merge run on the cached path, so they are
+ * inline. */
 #ifndef TC_ALLOC_BLOCK_H
 #define TC_ALLOC_BLOCK_H
 #include "alloc/types.h"
