@@ -36,9 +36,10 @@ HOT_INLINE tc_pool *tc_compact_route(const tc_alloc *a, tc_pool *small, tc_pool 
 SLOW_PATH tc_block *tc_compact_next_fit(tc_alloc *a, const tc_pool *pool, uint64_t stream, uint64_t size);
 
 /* Before best fit: the block next fit picks for a large request in a
- * default pool, once earned; NULL: best fit, as torch. */
+ * default pool, once earned; NULL: best fit, as torch. Expected not to
+ * pick, so that best fit stays the straight path. */
 HOT_INLINE tc_block *tc_compact_pick(tc_alloc *a, const tc_pool *pool, uint64_t stream, uint64_t size) {
-  if (size < a->compact.next_fit_min || pool->owner) return NULL;
+  if (__builtin_expect(size < a->compact.next_fit_min || pool->owner, 1)) return NULL;
   return tc_compact_next_fit(a, pool, stream, size);
 }
 
