@@ -4,6 +4,7 @@
  * threads that exit mid-run, checked against a recount at every phase. */
 #include "test_alloc_policy_util.h"
 #include "../alloc_check.h"
+#include "inspect/report.h"
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -200,6 +201,47 @@ static void test_trace_bypasses(void) {
   fx_teardown();
 }
 
+/* set_config turns the mode off and on; blocks tracked before still free. */
+static void test_config_toggle(void) {
+  fx_setup("thread_cache:4", TC_SIM_VA_DRIVER, 0, 0);
+  uint64_t p = M(4096, 0), q = M(4096, 0);
+  F(p);
+  tc_alloc_config off, on;
+  CHECK_OK(tc_alloc_config_parse("", &off));
+  CHECK_OK(tc_alloc_config_parse("thread_cache:2", &on));
+  tc_alloc_set_config(FX.a, &off);
+  CHECK_EQ_INT(block_state_at(FX.a, p), TCUDA_BLOCK_INACTIVE);
+  F(q);
+  CHECK(block_state_at(FX.a, q) != TCUDA_BLOCK_ACTIVE_ALLOCATED); /* merged with p's block */
+  tc_alloc_set_config(FX.a, &on);
+  uint64_t r = M(8192, 0);
+  F(r);
+  CHECK_EQ_INT(block_state_at(FX.a, r), TCUDA_BLOCK_ACTIVE_ALLOCATED);
+  CHECK_OK(tc_alloc_empty_cache(FX.a));
+  check_books(FX.a, FX.sim, "thread_cache:2", NULL, 0, 0);
+  fx_teardown();
+  /* a new allocator, maybe at the old one's address: this thread's cache
+   * of the old one is not used */
+  fx_setup("thread_cache:4", TC_SIM_VA_DRIVER, 0, 0);
+  F(M(4096, 0));
+  CHECK_EQ_INT(CUR(fx_stats().allocation[TCUDA_STAT_ALL]), 0);
+  CHECK_OK(tc_alloc_empty_cache(FX.a));
+  check_books(FX.a, FX.sim, "thread_cache:4", NULL, 0, 0);
+  fx_teardown();
+}
+
+/* memory_summary's header says that peaks may run ahead in the mode. */
+static void test_summary_header(void) {
+  tcuda_memory_stats_t st;
+  memset(&st, 0, sizeof st);
+  char *on = tc_report_summary_tc(&st, 0, 0, 16), *off = tc_report_summary_tc(&st, 0, 0, 0);
+  CHECK(on && strstr(on, "thread_cache:16: peak usage may exceed the true peak by the bytes cached"));
+  CHECK(off && !strstr(off, "thread_cache"));
+  CHECK(on && off && strlen(on) == strlen(off) + 78); /* one more line of the same width */
+  free(on);
+  free(off);
+}
+
 /* ------------------------------------------------------------------ */
 /* 16 threads                                                           */
 
@@ -376,4 +418,4 @@ static void test_stress_compact(void) { run_stress("thread_cache:4,policy:compac
 
 TC_MAIN(T(test_hit_and_stats), T(test_off_unchanged), T(test_not_cached), T(test_flush_empty_cache),
         T(test_flush_oom_first), T(test_flush_thread_exit), T(test_flush_stream_gone), T(test_flush_capture),
-        T(test_trace_bypasses), T(test_stress), T(test_stress_expandable), T(test_stress_compact))
+        T(test_trace_bypasses), T(test_config_toggle), T(test_summary_header), T(test_stress), T(test_stress_expandable), T(test_stress_compact))
