@@ -176,7 +176,10 @@ static SLOW_PATH tc_tcache *get_slow(tc_alloc *a) {
     free(c->map);
     free(c);
   }
-  if (!found && (found = (tc_tcache *)calloc(1, sizeof *found)) != NULL) {
+  /* on lines of its own: its owner writes it on every hit and put */
+  size_t sz = (sizeof *found + 63) & ~(size_t)63;
+  if (!found && (found = (tc_tcache *)aligned_alloc(64, sz)) != NULL) {
+    memset(found, 0, sz);
     found->a = a;
     found->tnext = tl_head;
     tl_head = found;
