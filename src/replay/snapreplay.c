@@ -17,7 +17,6 @@
 #include <string.h>
 
 #define H200_BYTES 150109880320ULL
-#define REC_STREAM ((uint64_t)0xFFFFFFFFFFFFFFF1ULL) /* the stream a deferred free waits on: no real stream's value */
 
 typedef struct {
   uint64_t addr, size;
@@ -320,7 +319,7 @@ static tcuda_status seed(hr *r) {
     const tc_tsblock *b = &h->blocks[k];
     if (!b->pending || b->slot == HOP_NO_SLOT || !r->addr[b->slot]) continue;
     r->cur_slot = b->slot;
-    s = tc_alloc_record_stream(r->a, r->addr[b->slot], REC_STREAM);
+    s = tc_alloc_record_stream(r->a, r->addr[b->slot], h->marker_stream);
     if (!s) s = tc_alloc_free(r->a, r->addr[b->slot]);
     r->addr[b->slot] = 0;
   }
@@ -464,7 +463,7 @@ static tcuda_status run_ops(hr *r, tc_tsrun_result *res, const tc_alloc_config *
     case HOP_FREE_REQ:
       if (op->slot < h->num_slots && r->addr[op->slot]) {
         r->cur_slot = op->slot;
-        s = tc_alloc_record_stream(r->a, r->addr[op->slot], REC_STREAM);
+        s = tc_alloc_record_stream(r->a, r->addr[op->slot], h->marker_stream);
         if (!s) s = tc_alloc_free(r->a, r->addr[op->slot]);
         r->addr[op->slot] = 0;
       }

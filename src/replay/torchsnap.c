@@ -620,6 +620,29 @@ static void place_blocks(tc_tsnap *h) {
 
 /* ---- loading ---- */
 
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* A stream value the file never names, for the replay's own record_stream
+ * marker: a fixed reserved value could be written in a file (stream -15),
+ * and a block on the marker's own stream would then be freed at once. */
+static tcuda_status pick_marker(const char *func, tc_tsnap *h) {
+  size_t n = h->num_ops + h->num_segs;
+  uint64_t *v = malloc((n ? n : 1) * sizeof *v);
+  if (!v) return oom(func);
+  for (size_t i = 0; i < h->num_ops; i++) v[i] = h->ops[i].stream;
+  for (size_t i = 0; i < h->num_segs; i++) v[h->num_ops + i] = h->segs[i].stream;
+  qsort(v, n, sizeof *v, cmp_u64);
+  /* downward from the top: at most n values are taken */
+  uint64_t m = UINT64_MAX - 14;
+  while (bsearch(&m, v, n, sizeof *v, cmp_u64)) m--;
+  free(v);
+  h->marker_stream = m;
+  return TCUDA_SUCCESS;
+}
+
 void tc_tsnap_free(tc_tsnap *h) {
   if (!h) return;
   for (size_t i = 0; i < h->num_frames; i++) free(h->frames_json[i]);
@@ -682,6 +705,7 @@ tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int d
   if (!s) {
     route_pools(&c);
     place_blocks(h);
+    s = pick_marker(func, h);
   }
   amap_free(&c.live);
   amap_free(&c.segseen);

@@ -81,6 +81,8 @@ typedef struct tc_tsnap {
   tc_alloc_config cfg;     /* the snapshot's allocator_settings */
   char conf_text[512];     /* the same as a config string ("" = torch's defaults) */
   int num_devices;         /* device_traces' length */
+  uint64_t marker_stream;  /* the stream the replay's deferred frees wait on: a value that no
+                              entry or segment of the file names, so none can be taken for it */
 } tc_tsnap;
 
 /* The history of `device` (-1: 0) from a snapshot file's bytes (pickle or

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Crafted PyTorch memory snapshots that once cost far more than their size,
+written at test time, and a runner that feeds each to the CLI.
+
+Usage: hostile_snapshots.py TCUDA_CLI [CASE ...]     run the cases (all by default)
+       hostile_snapshots.py --write DIR              only write the files
+
+Each case is a small pickle that shares objects through the pickle memo
+(one object, referenced again for 2 bytes), so a reader that processes every
+reference as separate data does work far beyond the file's size. The runner
+checks, per case, the exit status, a phrase of the message (or of the
+answer), the wall time and the child's peak resident memory (polled from
+/proc while it runs, then its rusage); a child past a bound is killed and
+the case fails. Prints one line per case and exits 1 if any failed.
+"""
+import json
+import os
+import pickle
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+MIB = 1 << 20
+GIB = 1 << 30
+BASE = 0x7F0000000000  # where the crafted segments live
+
+
+def settings(expandable=False):
+    return {"max_split_size": -1, "garbage_collection_threshold": 0.0, "expandable_segments": expandable,
+            "release_lock_on_cudamalloc": False, "pinned_use_host_register": False,
+            "roundup_power2_divisions": {}}
+
+
+def snapshot(entries, segments=(), expandable=False):
+    return {"segments": list(segments), "device_traces": [list(entries)],
+            "allocator_settings": settings(expandable), "external_annotations": []}
+
+
+def ent(action, addr, size, stream=0, frames=None, t=0):
+    return {"action": action, "addr": addr, "size": size, "stream": stream, "time_us": t,
+            "frames": frames if frames is not None else []}
+
+
+def segment(addr, size, blocks, pool=(0, 0), stream=0, expandable=False):
+    return {"device": 0, "address": addr, "total_size": size, "allocated_size": 0, "active_size": 0,
+            "requested_size": 0, "stream": stream, "segment_type": "large", "segment_pool_id": pool,
+            "is_expandable": expandable, "frames": [], "blocks": blocks}
+
+
+def block(addr, size, state="active_allocated"):
+    b = {"size": size, "requested_size": size, "state": state, "frames": []}
+    if addr is not None:
+        b["address"] = addr
+    return b
+
+
+def dump(path, obj):
+    with open(path, "wb") as f:
+        pickle.dump(obj, f, protocol=4)
+    return os.path.getsize(path)
+
+
+# ---- the cases: name -> (writer, CLI arguments after the file, checks) ----
+
+def marker_stream(path, stream):
+    """A record_stream free on `stream`: the block returns at its
+    free_completed, whatever the stream's value (-15 was the replay's own
+    marker)."""
+    a, b = BASE, BASE + 64 * MIB
+    entries = [ent("alloc", a, 40 * MIB, stream=stream), ent("free_requested", a, 40 * MIB, stream=stream),
+               ent("alloc", b, 40 * MIB, stream=stream), ent("free_completed", a, 40 * MIB, stream=stream),
+               ent("free_requested", b, 40 * MIB, stream=stream), ent("free_completed", b, 40 * MIB, stream=stream)]
+    dump(path, snapshot(entries))
+
+
+class Case:
+    def __init__(self, name, writer, args, rc, text, secs, rss_mib, stdout_max=None, check=None):
+        self.name, self.writer, self.args, self.rc, self.text = name, writer, args, rc, text
+        self.secs, self.rss_mib, self.stdout_max, self.check = secs, rss_mib, stdout_max, check
+
+
+CASES = [
+]
+
+
+def write_all(d):
+    written = {}
+    for c in CASES:
+        p = os.path.join(d, c.writer.__name__ + ".pickle")
+        if p not in written:
+            c.writer(p)
+            written[p] = 1
+    for s in (-15, 7):
+        marker_stream(os.path.join(d, "stream%d.pickle" % s), s)
+
+
+def peak_rss_kib(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def run(cli, args, secs, rss_mib, stdout_max=None):
+    """(rc, stdout, stderr, wall seconds, peak RSS in MiB, why it was killed or None)"""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.monotonic()
+        p = subprocess.Popen([cli] + args, stdout=out, stderr=err)
+        killed, peak = None, 0
+        while True:
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            peak = max(peak, peak_rss_kib(p.pid))
+            if time.monotonic() - t0 > secs:
+                killed = "over %d s" % secs
+            elif peak > rss_mib * 1024:
+                killed = "over %d MiB" % rss_mib
+            elif stdout_max and os.fstat(out.fileno()).st_size > stdout_max:
+                killed = "stdout over %d bytes" % stdout_max
+            if killed:
+                p.send_signal(signal.SIGKILL)
+                pid, status, ru = os.wait4(p.pid, 0)
+                break
+            time.sleep(0.02)
+        wall = time.monotonic() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        peak = max(peak, ru.ru_maxrss)
+        out.seek(0)
+        err.seek(0)
+        so = out.read(1 << 22).decode("utf-8", "replace")
+        return p.returncode, so, err.read().decode("utf-8", "replace"), wall, peak / 1024, killed
+
+
+def check_case(cli, d, c):
+    path = os.path.join(d, c.writer.__name__ + ".pickle")
+    args = c.args[:1] + [path] + c.args[1:]
+    rc, out, err, wall, rss, killed = run(cli, args, c.secs, c.rss_mib, c.stdout_max)
+    fig = "%.1f s, %.0f MiB, %d bytes" % (wall, rss, os.path.getsize(path))
+    if killed:
+        return "killed (%s): %s" % (killed, fig)
+    if rc != c.rc:
+        return "exit %d, want %d: %s (%s)" % (rc, c.rc, err.strip()[-300:], fig)
+    if c.text:
+        lines = [l for l in err.splitlines() if l.startswith("tcuda ")]
+        if not any(re.search(c.text, l) for l in lines):
+            return "no message matching %r: %s" % (c.text, err.strip()[-300:])
+        if c.rc and os.path.basename(path) not in err:
+            return "the message does not name the file: %s" % err.strip()[-300:]
+    if c.check:
+        why = c.check(out)
+        if why:
+            return why
+    return "ok: " + fig
+
+
+def check_marker(cli, d):
+    """the same history on stream -15 and on stream 7 gives one answer."""
+    peaks = []
+    for s in (-15, 7):
+        rc, out, err, wall, rss, killed = run(cli, ["whatif", "--json", "--config", "",
+                                                    os.path.join(d, "stream%d.pickle" % s)], 20, 300)
+        if rc or killed:
+            return "stream %d: exit %d %s: %s" % (s, rc, killed or "", err.strip()[-300:])
+        r = json.loads(out)["configs"][0]
+        peaks.append((r["peak_reserved"], r["peak_allocated"]))
+    if peaks[0] != peaks[1]:
+        return "stream -15 gives peaks %s, stream 7 gives %s" % (peaks[0], peaks[1])
+    if peaks[0][0] != 80 * MIB:
+        return "peak reserved %d, want two segments: the first block is cached only at its free_completed (%d)" % (
+            peaks[0][0], 80 * MIB)
+    return "ok"
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "--write":
+        write_all(argv[2])
+        return 0
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    cli, only = argv[1], set(argv[2:])
+    failed = 0
+    with tempfile.TemporaryDirectory() as d:
+        write_all(d)
+        results = [(c.name, lambda c=c: check_case(cli, d, c)) for c in CASES]
+        results.append(("marker_stream", lambda: check_marker(cli, d)))
+        for name, fn in results:
+            if only and name not in only:
+                continue
+            why = fn()
+            ok = why.startswith("ok")
+            failed += not ok
+            print("%s %s%s" % ("ok" if ok else "FAIL", name, why[2:] if ok else ": " + why))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
