@@ -123,6 +123,7 @@ typedef struct {
 
 typedef struct {
   const char *func;
+  char who[320]; /* "func: 'file'": what messages about the content start with */
   tc_tsnap *h;
   pseg *psegs; /* segments of private pools, from the snapshot */
   size_t npsegs, cap_psegs;
@@ -487,19 +488,60 @@ static void route_pools(conv *c) {
   }
 }
 
+typedef struct {
+  uint64_t addr, size;
+} span;
+static int cmp_span(const void *a, const void *b) {
+  const span *x = a, *y = b;
+  return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* The device's segments must be disjoint: checked on all of them before
+ * any block is read, since a segment named again (or overlapping another)
+ * would bring its blocks in again. */
+static tcuda_status check_segments(conv *c, tc_pv *const *it, size_t n) {
+  span *v = malloc((n ? n : 1) * sizeof *v);
+  if (!v) return oom(c->func);
+  size_t m = 0;
+  tcuda_status s = TCUDA_SUCCESS;
+  for (size_t i = 0; i < n && !s; i++) {
+    const tc_pv *sg = it[i];
+    int64_t dev = 0;
+    uint64_t addr = 0, size = 0;
+    if (!sg || sg->kind != TC_PV_DICT || !get_u64(sg, "address", &addr) || !get_u64(sg, "total_size", &size) ||
+        !addr || !size || addr + size < addr)
+      s = tc_error(TCUDA_ERROR_PARSE, "%s: segment %zu: needs 'address' and 'total_size' integers > 0", c->who, i);
+    tc_pv_as_int(tc_pv_get(sg, "device"), &dev);
+    if (!s && dev == c->h->device) v[m++] = (span){addr, size};
+  }
+  if (!s && m) qsort(v, m, sizeof *v, cmp_span);
+  for (size_t i = 1; i < m && !s; i++) {
+    if (v[i].addr == v[i - 1].addr)
+      s = tc_error(TCUDA_ERROR_PARSE, "%s: the segment at 0x%llx (%llu bytes) is listed twice", c->who,
+                   (unsigned long long)v[i].addr, (unsigned long long)v[i].size);
+    else if (v[i].addr - v[i - 1].addr < v[i - 1].size)
+      s = tc_error(TCUDA_ERROR_PARSE, "%s: the segment at 0x%llx (%llu bytes) overlaps the segment at 0x%llx (%llu bytes)",
+                   c->who, (unsigned long long)v[i].addr, (unsigned long long)v[i].size,
+                   (unsigned long long)v[i - 1].addr, (unsigned long long)v[i - 1].size);
+  }
+  free(v);
+  return s;
+}
+
 static tcuda_status read_segments(conv *c, const tc_pv *segs) {
   tc_tsnap *h = c->h;
   tc_pv *const *it;
   size_t n;
   if (!segs) return TCUDA_SUCCESS;
-  if (!tc_pv_as_seq(segs, &it, &n)) return tc_error(TCUDA_ERROR_PARSE, "%s: 'segments' is not a list", c->func);
+  if (!tc_pv_as_seq(segs, &it, &n)) return tc_error(TCUDA_ERROR_PARSE, "%s: 'segments' is not a list", c->who);
+  tcuda_status cs = check_segments(c, it, n);
+  if (cs) return cs;
   for (size_t i = 0; i < n; i++) {
     const tc_pv *sg = it[i];
     int64_t dev = 0;
-    uint64_t addr, size;
-    if (!sg || sg->kind != TC_PV_DICT || !get_u64(sg, "address", &addr) || !get_u64(sg, "total_size", &size) ||
-        !addr || !size || addr + size < addr)
-      return tc_error(TCUDA_ERROR_PARSE, "%s: segment %zu: needs 'address' and 'total_size' integers > 0", c->func, i);
+    uint64_t addr = 0, size = 0;
+    get_u64(sg, "address", &addr);
+    get_u64(sg, "total_size", &size);
     tc_pv_as_int(tc_pv_get(sg, "device"), &dev);
     if (dev != h->device) continue;
     const tc_pv *pid = tc_pv_get(sg, "segment_pool_id");
@@ -522,13 +564,25 @@ static tcuda_status read_segments(conv *c, const tc_pv *segs) {
     tc_pv *const *bl;
     size_t bn;
     if (!tc_pv_as_seq(tc_pv_get(sg, "blocks"), &bl, &bn)) continue;
-    uint64_t at = addr;
+    uint64_t at = addr, prev = 0;
     for (size_t k = 0; k < bn; k++) {
       uint64_t bsz = 0, rq = 0, baddr = at;
       get_u64(bl[k], "size", &bsz);
       get_u64(bl[k], "requested_size", &rq);
       get_u64(bl[k], "address", &baddr);
       const char *state = tc_pv_as_str(tc_pv_get(bl[k], "state"));
+      /* torch lists a segment's blocks in address order, each inside it */
+      if (baddr < addr || baddr - addr >= size || bsz > size - (baddr - addr))
+        return tc_error(TCUDA_ERROR_PARSE, "%s: the block at 0x%llx (%llu bytes) lies outside its segment at 0x%llx (%llu bytes)",
+                        c->who, (unsigned long long)baddr, (unsigned long long)bsz, (unsigned long long)addr,
+                        (unsigned long long)size);
+      if (k && baddr == prev)
+        return tc_error(TCUDA_ERROR_PARSE, "%s: the block at 0x%llx (%llu bytes) is listed twice", c->who,
+                        (unsigned long long)baddr, (unsigned long long)bsz);
+      if (k && baddr < at)
+        return tc_error(TCUDA_ERROR_PARSE, "%s: the block at 0x%llx (%llu bytes) overlaps the block at 0x%llx", c->who,
+                        (unsigned long long)baddr, (unsigned long long)bsz, (unsigned long long)prev);
+      prev = baddr;
       at = baddr + bsz;
       if (!state || strncmp(state, "active", 6) || !bsz || amap_find(&c->blkseen, baddr)) continue;
       uint32_t slot;
@@ -668,13 +722,25 @@ const char *tc_tsnap_frames(const tc_tsnap *h, size_t req) {
 }
 
 tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int device, tc_tsnap *h) {
+  tc_tsload_opts o = {.device = device};
+  return tc_tsnap_load_opts(func, data, len, &o, h);
+}
+
+tcuda_status tc_tsnap_load_opts(const char *func, const void *data, size_t len, const tc_tsload_opts *o,
+                                tc_tsnap *h) {
   memset(h, 0, sizeof *h);
-  if (device < 0) device = 0;
+  int device = o->device < 0 ? 0 : o->device;
   tc_arena *ar = tc_arena_create();
   if (!ar) return oom(func);
   tc_pv *root = NULL;
   tcuda_status s = tc_pv_parse(func, data, len, ar, &root);
   conv c = {.func = func, .h = h};
+  if (o->path) {
+    char shown[256];
+    snprintf(c.who, sizeof c.who, "%s: '%s'", func, tc_printable(o->path, shown, sizeof shown));
+  } else {
+    snprintf(c.who, sizeof c.who, "%s", func);
+  }
   h->device = device;
   tc_pv *const *traces = NULL, *const *ents = NULL;
   size_t ntr = 0, n = 0;
@@ -717,8 +783,9 @@ tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int d
   return s;
 }
 
-tcuda_status tc_tsnap_load_file(const char *func, const char *path, int device, tc_tsnap *h) {
+tcuda_status tc_tsnap_load_file(const char *func, const tc_tsload_opts *o, tc_tsnap *h) {
   memset(h, 0, sizeof *h);
+  const char *path = o->path;
   char shown[256];
   FILE *f = fopen(path, "rb");
   if (!f)
@@ -735,7 +802,7 @@ tcuda_status tc_tsnap_load_file(const char *func, const char *path, int device, 
     return err ? tc_error(TCUDA_ERROR_IO, "%s: cannot read snapshot '%s'", func, tc_printable(path, shown, sizeof shown))
                : oom(func);
   }
-  tcuda_status s = tc_tsnap_load(func, b.p ? b.p : "", b.len, device, h);
+  tcuda_status s = tc_tsnap_load_opts(func, b.p ? b.p : "", b.len, o, h);
   tc_sbuf_free(&b);
   return s;
 }

@@ -85,11 +85,21 @@ typedef struct tc_tsnap {
                               entry or segment of the file names, so none can be taken for it */
 } tc_tsnap;
 
-/* The history of `device` (-1: 0) from a snapshot file's bytes (pickle or
- * JSON). Errors name func and what is wrong; *h is then zeroed. */
+typedef struct tc_tsload_opts {
+  int device;       /* whose history; -1: 0 */
+  const char *path; /* the file, named in messages; NULL: a buffer */
+} tc_tsload_opts;
+
+/* The history of o->device from a snapshot file's bytes (pickle or JSON).
+ * Errors name func, the file and what is wrong; *h is then zeroed. A
+ * snapshot that contradicts itself (segments or blocks listed twice or
+ * overlapping, a block outside its segment) is refused. */
+tcuda_status tc_tsnap_load_opts(const char *func, const void *data, size_t len, const tc_tsload_opts *o,
+                                tc_tsnap *h);
+/* The same with only a device (-1: 0). */
 tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int device, tc_tsnap *h);
-/* The same from a file. */
-tcuda_status tc_tsnap_load_file(const char *func, const char *path, int device, tc_tsnap *h);
+/* The same from the file o->path. */
+tcuda_status tc_tsnap_load_file(const char *func, const tc_tsload_opts *o, tc_tsnap *h);
 void tc_tsnap_free(tc_tsnap *h);
 /* The frames JSON of request `req`, or NULL. */
 const char *tc_tsnap_frames(const tc_tsnap *h, size_t req);

@@ -65,6 +65,35 @@ def dump(path, obj):
 
 # ---- the cases: name -> (writer, CLI arguments after the file, checks) ----
 
+def segments_shared(path):
+    """One segment listed many times, its blocks list naming one
+    block many times."""
+    blk = block(BASE, 2 * MIB)
+    seg = segment(BASE, 20 * MIB, [blk] * 2000)
+    dump(path, snapshot([ent("free_requested", BASE + 4 * MIB, 512)], [seg] * 2000))
+
+
+def blocks_dup(path):
+    """One segment whose blocks list names the same block twice."""
+    blk = block(BASE, 2 * MIB)
+    dump(path, snapshot([], [segment(BASE, 20 * MIB, [blk, blk])]))
+
+
+def segments_overlap(path):
+    """Segments that overlap, each full of live blocks: 46 MB live
+    once became 139 GiB in the expandable rows."""
+    segs = []
+    for k in range(24):
+        a = BASE + k * 2 * MIB  # each starts inside the one before
+        segs.append(segment(a, 20 * MIB, [block(a, 2 * MIB)]))
+    dump(path, snapshot([], segs))
+
+
+def block_outside(path):
+    """A block that lies past its segment's end."""
+    dump(path, snapshot([], [segment(BASE, 20 * MIB, [block(BASE + 30 * MIB, 2 * MIB)])]))
+
+
 def marker_stream(path, stream):
     """A record_stream free on `stream`: the block returns at its
     free_completed, whatever the stream's value (-15 was the replay's own
@@ -83,6 +112,12 @@ class Case:
 
 
 CASES = [
+    Case("segments_shared", segments_shared, ["whatif"], 1,
+         r"segment at 0x7f0000000000 .*listed twice", 10, 200),
+    Case("blocks_dup", blocks_dup, ["whatif"], 1, r"block at 0x7f0000000000 .*listed twice", 10, 200),
+    Case("segments_overlap", segments_overlap, ["whatif"], 1,
+         r"segment at 0x7f0000200000 .*overlaps", 10, 200),
+    Case("block_outside", block_outside, ["whatif"], 1, r"block at 0x7f0001e00000 .*outside its segment", 10, 200),
 ]
 
 
