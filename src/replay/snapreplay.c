@@ -13,6 +13,7 @@
  * torch's free_completed entries were. */
 #include "core/core.h"
 #include "torchsnap.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,7 @@ typedef struct hr {
   range *pend, *early;
   size_t npend, cap_pend, nearly, cap_early;
   int seg_alloc_since_free;
+  int start_oom;           /* the starting state did not fit */
   uint64_t segment_calls;
   size_t diverged;
   /* private pools: routing is on only around an allocation that goes there */
@@ -324,12 +326,28 @@ static tcuda_status seed(hr *r) {
     r->addr[b->slot] = 0;
   }
   if (s == TCUDA_ERROR_OUT_OF_MEMORY) {
+    /* never go on from a smaller state than torch's: its figures would
+     * look like an answer */
     tcuda_clear_error();
     s = TCUDA_SUCCESS;
-    r->diverged++;
+    r->start_oom = 1;
   }
   tc_alloc_reset_peak(r->a);
   return s;
+}
+
+static tcuda_status start_too_big(hr *r, uint64_t cap, uint64_t allowed) {
+  const tc_tsnap *h = r->h;
+  uint64_t seg = 0, live = 0;
+  for (size_t k = 0; k < h->num_segs; k++) seg += h->segs[k].size;
+  for (size_t k = 0; k < h->num_blocks; k++) live += h->blocks[k].size;
+  char lim[64] = "";
+  if (allowed) snprintf(lim, sizeof lim, " under a limit of %llu bytes", (unsigned long long)allowed);
+  return tc_error(TCUDA_ERROR_OUT_OF_MEMORY,
+                  "%s%s%s%s: the state when the history begins does not fit: its %zu segments hold %llu bytes "
+                  "(%llu in live blocks), the simulated device has %llu bytes%s; raise the capacity or the limit",
+                  r->func, *h->name ? ": '" : "", h->name, *h->name ? "'" : "", h->num_segs, (unsigned long long)seg,
+                  (unsigned long long)live, (unsigned long long)cap, lim);
 }
 
 /* ---- the loop ---- */
@@ -538,7 +556,9 @@ tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *o,
   }
   if (!s && o->on_create) s = o->on_create(o->user, r.a);
   if (!s && h->truncated) s = seed(&r);
-  if (!s) s = run_ops(&r, res, cfg, allowed);
+  if (!s && r.start_oom && !o->stop_at_oom) s = start_too_big(&r, cap, allowed);
+  res->start_oom = r.start_oom;
+  if (!s && !r.start_oom) s = run_ops(&r, res, cfg, allowed);
   if (!s && o->checkpoint) s = o->checkpoint(o->user, r.a, 1);
   if (!s) {
     tcuda_memory_stats_t st;

@@ -736,8 +736,8 @@ tcuda_status tc_tsnap_load_opts(const char *func, const void *data, size_t len, 
   tcuda_status s = tc_pv_parse(func, data, len, ar, &root);
   conv c = {.func = func, .h = h};
   if (o->path) {
-    char shown[256];
-    snprintf(c.who, sizeof c.who, "%s: '%s'", func, tc_printable(o->path, shown, sizeof shown));
+    tc_printable(o->path, h->name, sizeof h->name);
+    snprintf(c.who, sizeof c.who, "%s: '%s'", func, h->name);
   } else {
     snprintf(c.who, sizeof c.who, "%s", func);
   }

@@ -81,6 +81,7 @@ typedef struct tc_tsnap {
   tc_alloc_config cfg;     /* the snapshot's allocator_settings */
   char conf_text[512];     /* the same as a config string ("" = torch's defaults) */
   int num_devices;         /* device_traces' length */
+  char name[256];          /* the file, printable, for messages ("" for a buffer) */
   uint64_t marker_stream;  /* the stream the replay's deferred frees wait on: a value that no
                               entry or segment of the file names, so none can be taken for it */
 } tc_tsnap;
@@ -131,6 +132,8 @@ typedef struct tc_tsrun_opts {
 typedef struct tc_tsrun_result {
   uint64_t peak_reserved, peak_allocated, peak_segments;
   uint64_t segment_calls, retries, ooms;
+  int start_oom;            /* stop_at_oom: the state when the history begins did not fit (without
+                               stop_at_oom that is an error) */
   int64_t first_oom;        /* request index, -1: none */
   uint64_t first_oom_size;
   size_t diverged;          /* exact: places where torch's recorded segments could not be followed */

@@ -87,7 +87,7 @@ static tcuda_status probe(job *j, row *w, uint64_t limit, int *ok) {
   tc_tsrun_result r;
   tcuda_status s = tc_tsnap_run(j->func, j->h, &o, &r);
   w->probes++;
-  if (!s) *ok = r.first_oom < 0;
+  if (!s) *ok = r.first_oom < 0 && !r.start_oom;
   tc_tsrun_result_free(&r);
   return s;
 }

@@ -94,6 +94,15 @@ def block_outside(path):
     dump(path, snapshot([], [segment(BASE, 20 * MIB, [block(BASE + 30 * MIB, 2 * MIB)])]))
 
 
+def start_too_big(path):
+    """A truncated history whose starting state (6 GiB live) does
+    not fit the 4 GiB device it is run on."""
+    segs = [segment(BASE + k * GIB, GIB, [block(BASE + k * GIB, GIB)]) for k in range(6)]
+    entries = [ent("alloc", BASE + 8 * GIB, 2 * MIB), ent("free_requested", BASE + 8 * GIB, 2 * MIB),
+               ent("free_completed", BASE + 8 * GIB, 2 * MIB)]
+    dump(path, snapshot(entries, segs))
+
+
 def marker_stream(path, stream):
     """A record_stream free on `stream`: the block returns at its
     free_completed, whatever the stream's value (-15 was the replay's own
@@ -118,6 +127,10 @@ CASES = [
     Case("segments_overlap", segments_overlap, ["whatif"], 1,
          r"segment at 0x7f0000200000 .*overlaps", 10, 200),
     Case("block_outside", block_outside, ["whatif"], 1, r"block at 0x7f0001e00000 .*outside its segment", 10, 200),
+    Case("start_too_big", start_too_big, ["whatif", "--capacity", "4GiB"], 1,
+         r"does not fit", 20, 300),
+    Case("start_too_big_replay", start_too_big, ["replay", "--simulate", "--capacity", "4GiB"], 1,
+         r"does not fit", 20, 300),
 ]
 
 
