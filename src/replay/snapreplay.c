@@ -336,18 +336,24 @@ static tcuda_status seed(hr *r) {
   return s;
 }
 
-static tcuda_status start_too_big(hr *r, uint64_t cap, uint64_t allowed) {
+/* The state when the history begins is torch's, not a prediction: when it
+ * does not fit, no figure after it would be right. Under a limit only its
+ * live blocks must fit (torch would have released cached segments). */
+static tcuda_status start_too_big(hr *r, uint64_t cap, uint64_t allowed, uint64_t live) {
   const tc_tsnap *h = r->h;
-  uint64_t seg = 0, live = 0;
+  uint64_t seg = 0;
   for (size_t k = 0; k < h->num_segs; k++) seg += h->segs[k].size;
-  for (size_t k = 0; k < h->num_blocks; k++) live += h->blocks[k].size;
-  char lim[64] = "";
-  if (allowed) snprintf(lim, sizeof lim, " under a limit of %llu bytes", (unsigned long long)allowed);
+  char where[300] = "";
+  if (*h->name) snprintf(where, sizeof where, ": '%s'", h->name);
+  if (allowed)
+    return tc_error(TCUDA_ERROR_OUT_OF_MEMORY,
+                    "%s%s: the state when the history begins does not fit: its live blocks hold %llu bytes, over "
+                    "the limit of %llu bytes; raise the limit",
+                    r->func, where, (unsigned long long)live, (unsigned long long)allowed);
   return tc_error(TCUDA_ERROR_OUT_OF_MEMORY,
-                  "%s%s%s%s: the state when the history begins does not fit: its %zu segments hold %llu bytes "
-                  "(%llu in live blocks), the simulated device has %llu bytes%s; raise the capacity or the limit",
-                  r->func, *h->name ? ": '" : "", h->name, *h->name ? "'" : "", h->num_segs, (unsigned long long)seg,
-                  (unsigned long long)live, (unsigned long long)cap, lim);
+                  "%s%s: the state when the history begins does not fit: its %zu segments hold %llu bytes, the "
+                  "simulated device has %llu bytes; raise the capacity",
+                  r->func, where, h->num_segs, (unsigned long long)seg, (unsigned long long)cap);
 }
 
 /* ---- the loop ---- */
@@ -546,6 +552,10 @@ tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *o,
                         .mem_info = w_mem_info};
     s = tc_alloc_create(0, &r.be, cfg, cap, &r.a);
   }
+  if (!s && o->on_create) s = o->on_create(o->user, r.a);
+  /* the starting state is rebuilt before the limit is set: torch held it */
+  if (!s && h->truncated) s = seed(&r);
+  if (!s && r.start_oom && !o->stop_at_oom) s = start_too_big(&r, cap, 0, 0);
   uint64_t allowed = 0;
   double fraction = o->fraction;
   if (o->limit) fraction = (double)o->limit / (double)cap;
@@ -553,10 +563,14 @@ tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *o,
     if (fraction > 1.0) fraction = 1.0;
     s = tc_alloc_set_memory_fraction(r.a, fraction);
     allowed = (uint64_t)(fraction * (double)cap);
+    tcuda_memory_stats_t st;
+    tc_alloc_get_stats(r.a, &st);
+    uint64_t live = (uint64_t)st.allocated_bytes[TCUDA_STAT_ALL].current;
+    if (!s && !r.start_oom && live > allowed) {
+      r.start_oom = 1;
+      if (!o->stop_at_oom) s = start_too_big(&r, cap, allowed, live);
+    }
   }
-  if (!s && o->on_create) s = o->on_create(o->user, r.a);
-  if (!s && h->truncated) s = seed(&r);
-  if (!s && r.start_oom && !o->stop_at_oom) s = start_too_big(&r, cap, allowed);
   res->start_oom = r.start_oom;
   if (!s && !r.start_oom) s = run_ops(&r, res, cfg, allowed);
   if (!s && o->checkpoint) s = o->checkpoint(o->user, r.a, 1);

@@ -129,6 +129,8 @@ CASES = [
     Case("block_outside", block_outside, ["whatif"], 1, r"block at 0x7f0001e00000 .*outside its segment", 10, 200),
     Case("start_too_big", start_too_big, ["whatif", "--capacity", "4GiB"], 1,
          r"does not fit", 20, 300),
+    Case("start_too_big_limit", start_too_big, ["whatif", "--fraction", "0.02"], 1,
+         r"does not fit: its live blocks hold 6442450944 bytes, over the limit", 20, 300),
     Case("start_too_big_replay", start_too_big, ["replay", "--simulate", "--capacity", "4GiB"], 1,
          r"does not fit", 20, 300),
 ]
