@@ -471,20 +471,33 @@ static tcuda_status add_pool_segment(conv *c, uint64_t addr, uint64_t size, uint
   return TCUDA_SUCCESS;
 }
 
+static int cmp_pseg(const void *a, const void *b) {
+  const pseg *x = a, *y = b;
+  return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* The segments are disjoint (check_segments), so an address lies in at
+ * most one: the last that starts at or below it. */
 static void route_pools(conv *c) {
   tc_tsnap *h = c->h;
   if (!c->npsegs) return;
+  qsort(c->psegs, c->npsegs, sizeof *c->psegs, cmp_pseg);
   unsigned char seen[1025] = {0};
   for (size_t i = 0; i < h->num_ops; i++) {
     tc_tsop *op = &h->ops[i];
     if (op->kind != HOP_ALLOC) continue;
-    for (size_t k = 0; k < c->npsegs; k++)
-      if (op->addr >= c->psegs[k].addr && op->addr - c->psegs[k].addr < c->psegs[k].size) {
-        op->pool = c->psegs[k].pool;
-        if (!seen[op->pool]) op->flags |= HOP_F_CAPTURE;
-        seen[op->pool] = 1;
-        break;
-      }
+    size_t lo = 0, hi = c->npsegs;
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (c->psegs[mid].addr <= op->addr) lo = mid + 1;
+      else hi = mid;
+    }
+    const pseg *p = lo ? &c->psegs[lo - 1] : NULL;
+    if (p && op->addr - p->addr < p->size) {
+      op->pool = p->pool;
+      if (!seen[op->pool]) op->flags |= HOP_F_CAPTURE;
+      seen[op->pool] = 1;
+    }
   }
 }
 

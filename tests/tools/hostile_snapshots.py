@@ -94,6 +94,25 @@ def block_outside(path):
     dump(path, snapshot([], [segment(BASE, 20 * MIB, [block(BASE + 30 * MIB, 2 * MIB)])]))
 
 
+def pool_segments(path):
+    """Many segments of a graph's private pool, each with a live block,
+    and a request into each: routing each request through every pool
+    segment was quadratic, and so was rebuilding the segments at the start
+    (the simulated driver looked through every live segment for each).
+    The dicts carry only the fields the reader needs, to keep the file
+    small."""
+    n = 32000
+    pool, segs, entries = (1, 1), [], []
+    for k in range(n):
+        a = BASE + k * 2 * MIB
+        segs.append({"address": a, "total_size": 2 * MIB, "segment_type": "small", "segment_pool_id": pool,
+                     "blocks": [{"address": a, "size": 512, "state": "active_allocated"}]})
+        entries += [{"action": "alloc", "addr": a + MIB, "size": 512},
+                    {"action": "free_requested", "addr": a + MIB, "size": 512},
+                    {"action": "free_completed", "addr": a + MIB, "size": 512}]
+    dump(path, snapshot(entries, segs))
+
+
 def start_too_big(path):
     """A truncated history whose starting state (6 GiB live) does
     not fit the 4 GiB device it is run on."""
@@ -127,6 +146,7 @@ CASES = [
     Case("segments_overlap", segments_overlap, ["whatif"], 1,
          r"segment at 0x7f0000200000 .*overlaps", 10, 200),
     Case("block_outside", block_outside, ["whatif"], 1, r"block at 0x7f0001e00000 .*outside its segment", 10, 200),
+    Case("pool_segments", pool_segments, ["whatif", "--config", "", "--threads", "2"], 0, None, 10, 400),
     Case("start_too_big", start_too_big, ["whatif", "--capacity", "4GiB"], 1,
          r"does not fit", 20, 300),
     Case("start_too_big_limit", start_too_big, ["whatif", "--fraction", "0.02"], 1,
