@@ -127,7 +127,8 @@ typedef struct {
   tc_tsnap *h;
   pseg *psegs; /* segments of private pools, from the snapshot */
   size_t npsegs, cap_psegs;
-  size_t cap_ops, cap_req, cap_frames, cap_segs, cap_blocks;
+  size_t cap_ops, cap_req, cap_frames, cap_flists, cap_segs, cap_blocks;
+  amap flists;  /* frames list (its node's address) -> its index in frame_lists */
   amap live;   /* block address -> slot (bit 31 of nothing: pending frees live here too) */
   amap segseen; /* segment address -> 1: a segment entry for it was seen */
   amap blkseen; /* block address -> 1: an entry for it was seen */
@@ -183,57 +184,122 @@ static tcuda_status add_seg(conv *c, tc_tsseg s) {
   return TCUDA_SUCCESS;
 }
 
-/* frames: [{name, filename, line}, ...] as a JSON array, kept only when
- * the list is not empty. */
+/* frames: [{name, filename, line}, ...], kept as an index to the list
+ * (each distinct list once) when it is not empty. */
 static tcuda_status keep_frames(conv *c, size_t req, const tc_pv *frames) {
   tc_pv *const *it;
   size_t n;
   if (!tc_pv_as_seq(frames, &it, &n) || !n) return TCUDA_SUCCESS;
-  tc_sbuf b = {0};
-  tc_sbuf_put(&b, "[", 1);
+  tc_tsnap *h = c->h;
+  uint32_t *known = amap_find(&c->flists, (uint64_t)(uintptr_t)frames);
+  uint32_t list;
+  if (known) {
+    list = *known;
+  } else {
+    if (h->num_frame_lists >= UINT32_MAX - 1) return bad(c->func, req, "too many frame lists");
+    if (!grow((void **)&h->frame_lists, &c->cap_flists, h->num_frame_lists + 1, sizeof *h->frame_lists))
+      return oom(c->func);
+    size_t cap = c->cap_flists; /* frame_lib grows with frame_lists */
+    unsigned char *nl = realloc(h->frame_lib, cap);
+    if (!nl) return oom(c->func);
+    h->frame_lib = nl;
+    list = (uint32_t)h->num_frame_lists;
+    h->frame_lists[list] = frames;
+    h->frame_lib[list] = 0;
+    h->num_frame_lists++;
+    if (!amap_put(&c->flists, (uint64_t)(uintptr_t)frames, list)) return oom(c->func);
+  }
+  if (!grow((void **)&h->frames_req, &c->cap_frames, h->num_frames + 1, sizeof *h->frames_req)) return oom(c->func);
+  size_t cap2 = c->cap_frames; /* frames_list grows with frames_req */
+  uint32_t *nf = realloc(h->frames_list, cap2 * sizeof *nf);
+  if (!nf) return oom(c->func);
+  h->frames_list = nf;
+  h->frames_req[h->num_frames] = (uint32_t)req;
+  h->frames_list[h->num_frames++] = list;
+  return TCUDA_SUCCESS;
+}
+
+/* A frame's string cut to TC_TSNAP_FRAME_TEXT bytes at a character's
+ * start (the readers keep only valid UTF-8), "..." marking a cut. */
+static const char *frame_text(const tc_pv *v, char out[TC_TSNAP_FRAME_TEXT + 4]) {
+  const char *t = tc_pv_as_str(v);
+  if (!t) return NULL;
+  size_t n = strnlen(t, v->n < TC_TSNAP_FRAME_TEXT + 1 ? v->n : TC_TSNAP_FRAME_TEXT + 1);
+  if (n <= TC_TSNAP_FRAME_TEXT) {
+    memcpy(out, t, n);
+    out[n] = 0;
+    return out;
+  }
+  n = TC_TSNAP_FRAME_TEXT;
+  while (n && ((unsigned char)t[n] & 0xC0) == 0x80) n--;
+  memcpy(out, t, n);
+  memcpy(out + n, "...", 4);
+  return out;
+}
+
+static int list_index(const tc_tsnap *h, size_t req) {
+  size_t lo = 0, hi = h->num_frames;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (h->frames_req[mid] < req) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < h->num_frames && h->frames_req[lo] == req ? (int)h->frames_list[lo] : -1;
+}
+
+void tc_tsnap_frames_json(const tc_tsnap *h, size_t req, tc_sbuf *b) {
+  int li = list_index(h, req);
+  tc_pv *const *it = NULL;
+  size_t n = 0;
+  if (li >= 0) tc_pv_as_seq(h->frame_lists[li], &it, &n);
+  tc_sbuf_put(b, "[", 1);
   size_t shown = 0;
-  for (size_t k = 0; k < n && shown < 64; k++) {
-    const char *name = tc_pv_as_str(tc_pv_get(it[k], "name"));
-    const char *file = tc_pv_as_str(tc_pv_get(it[k], "filename"));
+  for (size_t k = 0; k < n && shown < TC_TSNAP_MAX_FRAMES; k++) {
+    char nb[TC_TSNAP_FRAME_TEXT + 4], fb[TC_TSNAP_FRAME_TEXT + 4];
+    const char *name = frame_text(tc_pv_get(it[k], "name"), nb);
+    const char *file = frame_text(tc_pv_get(it[k], "filename"), fb);
     int64_t line = 0;
     tc_pv_as_int(tc_pv_get(it[k], "line"), &line);
     if (!name && !file) continue;
-    if (shown++) tc_sbuf_puts(&b, ", ");
-    tc_sbuf_puts(&b, "{\"name\": ");
-    tc_json_str(&b, name ? name : "");
-    tc_sbuf_puts(&b, ", \"filename\": ");
-    tc_json_str(&b, file ? file : "");
-    tc_sbuf_puts(&b, ", \"line\": ");
-    tc_json_i64(&b, line);
-    tc_sbuf_put(&b, "}", 1);
+    if (shown++) tc_sbuf_puts(b, ", ");
+    tc_sbuf_puts(b, "{\"name\": ");
+    tc_json_str(b, name ? name : "");
+    tc_sbuf_puts(b, ", \"filename\": ");
+    tc_json_str(b, file ? file : "");
+    tc_sbuf_puts(b, ", \"line\": ");
+    tc_json_i64(b, line);
+    tc_sbuf_put(b, "}", 1);
   }
-  tc_sbuf_put(&b, "]", 1);
-  char *s = tc_sbuf_take(&b);
-  if (!s) return oom(c->func);
-  if (!shown) { free(s); return TCUDA_SUCCESS; }
-  tc_tsnap *h = c->h;
-  if (!grow((void **)&h->frames_req, &c->cap_frames, h->num_frames + 1, sizeof *h->frames_req)) {
-    free(s);
-    return oom(c->func);
-  }
-  size_t cap2 = c->cap_frames; /* frames_json grows with frames_req */
-  char **nj = realloc(h->frames_json, cap2 * sizeof *nj);
-  if (!nj) { free(s); return oom(c->func); }
-  h->frames_json = nj;
-  h->frames_req[h->num_frames] = (uint32_t)req;
-  h->frames_json[h->num_frames++] = s;
-  return TCUDA_SUCCESS;
+  tc_sbuf_put(b, "]", 1);
 }
 
 /* Library workspace tries that torch counted as OOMs though the program went
  * on: cuDNN's convolution and cuBLAS try a workspace and take a smaller one
  * when it fails. Their frames point there; with no frames (an autograd
  * thread) the tell is a smaller request right after, with no free between. */
-int tc_tsnap_library_frames(const char *json) {
+static int library_text(const char *t) {
   static const char *marks[] = {"cudnn", "cuDNN", "cublas", "cuBLAS", "orkspace", "_conv_forward", "convolution"};
-  for (size_t k = 0; k < sizeof marks / sizeof *marks; k++)
-    if (strstr(json, marks[k])) return 1;
+  for (size_t k = 0; t && k < sizeof marks / sizeof *marks; k++)
+    if (strstr(t, marks[k])) return 1;
   return 0;
+}
+
+int tc_tsnap_request_library(tc_tsnap *h, size_t req) {
+  int li = list_index(h, req);
+  if (li < 0) return 0;
+  if (!h->frame_lib[li]) {
+    tc_pv *const *it = NULL;
+    size_t n = 0;
+    int lib = 0;
+    tc_pv_as_seq(h->frame_lists[li], &it, &n);
+    for (size_t k = 0; k < n && k < TC_TSNAP_MAX_FRAMES && !lib; k++) {
+      char nb[TC_TSNAP_FRAME_TEXT + 4], fb[TC_TSNAP_FRAME_TEXT + 4];
+      lib = library_text(frame_text(tc_pv_get(it[k], "name"), nb)) ||
+            library_text(frame_text(tc_pv_get(it[k], "filename"), fb));
+    }
+    h->frame_lib[li] = (unsigned char)(lib ? 2 : 1);
+  }
+  return h->frame_lib[li] == 2;
 }
 
 static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, size_t *skip) {
@@ -275,9 +341,9 @@ static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, 
       if (!amap_put(&c->live, addr, op.slot) || !amap_put(&c->blkseen, addr, 1)) return oom(c->func);
     } else {
       h->recorded_ooms++;
-      int lib = h->num_frames && h->frames_req[h->num_frames - 1] == h->num_requests - 1 &&
-                tc_tsnap_library_frames(h->frames_json[h->num_frames - 1]);
-      if (!lib && !(h->num_frames && h->frames_req[h->num_frames - 1] == h->num_requests - 1)) {
+      int has = h->num_frames && h->frames_req[h->num_frames - 1] == h->num_requests - 1;
+      int lib = has && tc_tsnap_request_library(h, h->num_requests - 1);
+      if (!lib && !has) {
         /* no frames: a smaller request next, before any free */
         for (size_t k = i + 1; k < n && k < i + 64; k++) {
           const char *a2 = tc_pv_as_str(tc_pv_get(ents[k], "action"));
@@ -712,9 +778,11 @@ static tcuda_status pick_marker(const char *func, tc_tsnap *h) {
 
 void tc_tsnap_free(tc_tsnap *h) {
   if (!h) return;
-  for (size_t i = 0; i < h->num_frames; i++) free(h->frames_json[i]);
-  free(h->frames_json);
   free(h->frames_req);
+  free(h->frames_list);
+  free(h->frame_lists);
+  free(h->frame_lib);
+  tc_arena_destroy(h->arena);
   free(h->ops);
   free(h->req_op);
   free(h->op_time_us);
@@ -722,16 +790,6 @@ void tc_tsnap_free(tc_tsnap *h) {
   free(h->blocks);
   free(h->pool_ids);
   memset(h, 0, sizeof *h);
-}
-
-const char *tc_tsnap_frames(const tc_tsnap *h, size_t req) {
-  size_t lo = 0, hi = h->num_frames;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (h->frames_req[mid] < req) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo < h->num_frames && h->frames_req[lo] == req ? h->frames_json[lo] : NULL;
 }
 
 tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int device, tc_tsnap *h) {
@@ -786,12 +844,14 @@ tcuda_status tc_tsnap_load_opts(const char *func, const void *data, size_t len, 
     place_blocks(h);
     s = pick_marker(func, h);
   }
+  amap_free(&c.flists);
   amap_free(&c.live);
   amap_free(&c.segseen);
   amap_free(&c.blkseen);
   free(c.pending);
   free(c.psegs);
-  tc_arena_destroy(ar);
+  if (!s && h->num_frames) h->arena = ar; /* the frame lists live there */
+  else tc_arena_destroy(ar);
   if (s) tc_tsnap_free(h);
   return s;
 }

@@ -12,6 +12,7 @@
 #ifndef TC_TORCHSNAP_H
 #define TC_TORCHSNAP_H
 #include "alloc/alloc.h"
+#include "inspect/jsonwrite.h"
 #include "tcuda.h"
 #include <stddef.h>
 #include <stdint.h>
@@ -63,10 +64,16 @@ typedef struct tc_tsnap {
   uint32_t *req_op;        /* request index -> op index (alloc and oom entries, in order) */
   uint64_t t0_us, t1_us;   /* first and last entry's time_us (0 when absent) */
   uint64_t *op_time_us;    /* per op, relative to t0 */
-  /* frames of requests that have them, as JSON arrays; sorted by request */
+  /* frames of requests that have them: an index into frame_lists, which
+   * holds each distinct list once (a pickle can share one list among all
+   * requests); rendered only where shown (tc_tsnap_frames_json) */
   size_t num_frames;
-  uint32_t *frames_req;
-  char **frames_json;
+  uint32_t *frames_req;            /* the requests, ascending */
+  uint32_t *frames_list;           /* per such request: its list */
+  const struct tc_pv **frame_lists;
+  size_t num_frame_lists;
+  unsigned char *frame_lib;        /* per list: 0 not known yet, 1 no library's, 2 a library's */
+  struct tc_arena *arena;          /* the parsed file, kept while frame_lists point into it */
   int device;
   int truncated;           /* the window does not start from an empty allocator */
   tc_tsseg *segs;           /* truncated: segments at the start */
@@ -102,11 +109,16 @@ tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int d
 /* The same from the file o->path. */
 tcuda_status tc_tsnap_load_file(const char *func, const tc_tsload_opts *o, tc_tsnap *h);
 void tc_tsnap_free(tc_tsnap *h);
-/* The frames JSON of request `req`, or NULL. */
-const char *tc_tsnap_frames(const tc_tsnap *h, size_t req);
-/* 1 when frames (a JSON array) point into a library that retries smaller
- * on an OOM: cuDNN, cuBLAS, workspace selection, a convolution. */
-int tc_tsnap_library_frames(const char *json);
+/* At most this many frames of a list are shown, each string cut to this
+ * many bytes (at a character's start, "..." added). */
+#define TC_TSNAP_MAX_FRAMES 64
+#define TC_TSNAP_FRAME_TEXT 256
+/* Appends request req's frames to b as a JSON array ("[]" without any). */
+void tc_tsnap_frames_json(const tc_tsnap *h, size_t req, tc_sbuf *b);
+/* 1 when request req's frames point into a library that retries smaller on
+ * an OOM: cuDNN, cuBLAS, workspace selection, a convolution. Not thread
+ * safe (it caches its answer per list). */
+int tc_tsnap_request_library(tc_tsnap *h, size_t req);
 
 /* ---- snapreplay.c ---- */
 

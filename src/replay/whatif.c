@@ -169,13 +169,12 @@ static void put_series(tc_sbuf *b, const tc_tsrun_result *r) {
   tc_sbuf_puts(b, "]}");
 }
 
-static int is_library_request(const tc_tsnap *h, size_t req) {
-  const char *fr = tc_tsnap_frames(h, req);
+static int is_library_request(tc_tsnap *h, size_t req) {
   if (req < h->num_requests && (h->ops[h->req_op[req]].flags & HOP_F_ADAPTIVE)) return 1;
-  return fr && tc_tsnap_library_frames(fr);
+  return tc_tsnap_request_library(h, req);
 }
 
-static void put_row(tc_sbuf *b, const tc_tsnap *h, const row *w) {
+static void put_row(tc_sbuf *b, tc_tsnap *h, const row *w) {
   const tc_tsrun_result *r = &w->res;
   tc_sbuf_puts(b, "{\"config\": ");
   tc_json_str(b, w->config);
@@ -190,9 +189,10 @@ static void put_row(tc_sbuf *b, const tc_tsnap *h, const row *w) {
                  (unsigned long long)r->retries, (unsigned long long)r->ooms);
   tc_sbuf_puts(b, ", \"first_oom\": ");
   if (r->first_oom >= 0) {
-    const char *fr = tc_tsnap_frames(h, (size_t)r->first_oom);
-    tc_sbuf_printf(b, "{\"request\": %lld, \"size\": %llu, \"frames\": %s}", (long long)r->first_oom,
-                   (unsigned long long)r->first_oom_size, fr ? fr : "[]");
+    tc_sbuf_printf(b, "{\"request\": %lld, \"size\": %llu, \"frames\": ", (long long)r->first_oom,
+                   (unsigned long long)r->first_oom_size);
+    tc_tsnap_frames_json(h, (size_t)r->first_oom, b);
+    tc_sbuf_put(b, "}", 1);
   } else {
     tc_sbuf_puts(b, "null");
   }
@@ -221,7 +221,7 @@ static const row *recommend(const row *rows, size_t n) {
   return best;
 }
 
-static char *document(const tc_tsnap *h, const tcuda_whatif_options_t *o, const row *rows, size_t n,
+static char *document(tc_tsnap *h, const tcuda_whatif_options_t *o, const row *rows, size_t n,
                       const tc_tsrun_result *exact) {
   tc_sbuf b = {0};
   uint64_t cap = o->capacity ? o->capacity : H200_BYTES;

@@ -65,6 +65,15 @@ def dump(path, obj):
 
 # ---- the cases: name -> (writer, CLI arguments after the file, checks) ----
 
+def frames_shared(path):
+    """One frames list of 64 frames with long names, shared by every
+    request: rendering each request's frames costs 64 frames per 2 bytes."""
+    frame = {"name": "f" * 4000, "filename": "x.py", "line": 1}
+    frames = [frame] * 64
+    e = ent("alloc", BASE, 8 * GIB, frames=frames)  # over the device given: every request fails
+    dump(path, snapshot([e] * 30000))
+
+
 def segments_shared(path):
     """One segment listed many times, its blocks list naming one
     block many times."""
@@ -139,7 +148,19 @@ class Case:
         self.secs, self.rss_mib, self.stdout_max, self.check = secs, rss_mib, stdout_max, check
 
 
+def first_oom_frames_capped(out):
+    doc = json.loads(out)
+    fr = doc["configs"][0]["first_oom"]["frames"]
+    if len(fr) != 64:
+        return "first_oom has %d frames, want 64" % len(fr)
+    if not 0 < len(fr[0]["name"]) <= 300:
+        return "a frame's name is %d bytes long, want it capped" % len(fr[0]["name"])
+    return None
+
+
 CASES = [
+    Case("frames_shared", frames_shared, ["whatif", "--json", "--capacity", "4GiB", "--config", ""], 0, None,
+         20, 300, check=first_oom_frames_capped),
     Case("segments_shared", segments_shared, ["whatif"], 1,
          r"segment at 0x7f0000000000 .*listed twice", 10, 200),
     Case("blocks_dup", blocks_dup, ["whatif"], 1, r"block at 0x7f0000000000 .*listed twice", 10, 200),
