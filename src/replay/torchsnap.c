@@ -804,7 +804,7 @@ tcuda_status tc_tsnap_load_opts(const char *func, const void *data, size_t len, 
   tc_arena *ar = tc_arena_create();
   if (!ar) return oom(func);
   tc_pv *root = NULL;
-  tcuda_status s = tc_pv_parse(func, data, len, ar, &root);
+  tcuda_status s = tc_pv_parse(func, data, len, NULL, ar, &root);
   conv c = {.func = func, .h = h};
   if (o->path) {
     tc_printable(o->path, h->name, sizeof h->name);
