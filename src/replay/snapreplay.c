@@ -344,7 +344,7 @@ static tcuda_status start_too_big(hr *r, uint64_t cap, uint64_t allowed, uint64_
   uint64_t seg = 0;
   for (size_t k = 0; k < h->num_segs; k++) seg += h->segs[k].size;
   char where[300] = "";
-  if (*h->name) snprintf(where, sizeof where, ": '%s'", h->name);
+  if (*h->name) snprintf(where, sizeof where, ": %s", h->name);
   if (allowed)
     return tc_error(TCUDA_ERROR_OUT_OF_MEMORY,
                     "%s%s: the state when the history begins does not fit: its live blocks hold %llu bytes, over "

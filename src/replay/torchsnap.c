@@ -6,6 +6,7 @@
 #include "core/core.h"
 #include "inspect/jsonwrite.h"
 #include "pyval.h"
+#include "readfile.h"
 #include "torchsnap.h"
 #include "trace.h"
 #include <errno.h>
@@ -123,7 +124,6 @@ typedef struct {
 
 typedef struct {
   const char *func;
-  char who[320]; /* "func: 'file'": what messages about the content start with */
   tc_tsnap *h;
   pseg *psegs; /* segments of private pools, from the snapshot */
   size_t npsegs, cap_psegs;
@@ -135,6 +135,7 @@ typedef struct {
   unsigned char *pending; /* slot -> free_requested seen, free_completed not yet */
   size_t cap_pending, cap_times;
   uint64_t now_us; /* the current entry's time_us */
+  tc_pv_budget *budget; /* the input's work: the reader's, then the conversion's */
 } conv;
 
 static tcuda_status oom(const char *func) { return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func); }
@@ -589,18 +590,18 @@ static tcuda_status check_segments(conv *c, tc_pv *const *it, size_t n) {
     uint64_t addr = 0, size = 0;
     if (!sg || sg->kind != TC_PV_DICT || !get_u64(sg, "address", &addr) || !get_u64(sg, "total_size", &size) ||
         !addr || !size || addr + size < addr)
-      s = tc_error(TCUDA_ERROR_PARSE, "%s: segment %zu: needs 'address' and 'total_size' integers > 0", c->who, i);
+      s = tc_error(TCUDA_ERROR_PARSE, "%s: segment %zu: needs 'address' and 'total_size' integers > 0", c->func, i);
     tc_pv_as_int(tc_pv_get(sg, "device"), &dev);
     if (!s && dev == c->h->device) v[m++] = (span){addr, size};
   }
   if (!s && m) qsort(v, m, sizeof *v, cmp_span);
   for (size_t i = 1; i < m && !s; i++) {
     if (v[i].addr == v[i - 1].addr)
-      s = tc_error(TCUDA_ERROR_PARSE, "%s: the segment at 0x%llx (%llu bytes) is listed twice", c->who,
+      s = tc_error(TCUDA_ERROR_PARSE, "%s: the segment at 0x%llx (%llu bytes) is listed twice", c->func,
                    (unsigned long long)v[i].addr, (unsigned long long)v[i].size);
     else if (v[i].addr - v[i - 1].addr < v[i - 1].size)
       s = tc_error(TCUDA_ERROR_PARSE, "%s: the segment at 0x%llx (%llu bytes) overlaps the segment at 0x%llx (%llu bytes)",
-                   c->who, (unsigned long long)v[i].addr, (unsigned long long)v[i].size,
+                   c->func, (unsigned long long)v[i].addr, (unsigned long long)v[i].size,
                    (unsigned long long)v[i - 1].addr, (unsigned long long)v[i - 1].size);
   }
   free(v);
@@ -612,7 +613,7 @@ static tcuda_status read_segments(conv *c, const tc_pv *segs) {
   tc_pv *const *it;
   size_t n;
   if (!segs) return TCUDA_SUCCESS;
-  if (!tc_pv_as_seq(segs, &it, &n)) return tc_error(TCUDA_ERROR_PARSE, "%s: 'segments' is not a list", c->who);
+  if (!tc_pv_as_seq(segs, &it, &n)) return tc_error(TCUDA_ERROR_PARSE, "%s: 'segments' is not a list", c->func);
   tcuda_status cs = check_segments(c, it, n);
   if (cs) return cs;
   for (size_t i = 0; i < n; i++) {
@@ -653,13 +654,13 @@ static tcuda_status read_segments(conv *c, const tc_pv *segs) {
       /* torch lists a segment's blocks in address order, each inside it */
       if (baddr < addr || baddr - addr >= size || bsz > size - (baddr - addr))
         return tc_error(TCUDA_ERROR_PARSE, "%s: the block at 0x%llx (%llu bytes) lies outside its segment at 0x%llx (%llu bytes)",
-                        c->who, (unsigned long long)baddr, (unsigned long long)bsz, (unsigned long long)addr,
+                        c->func, (unsigned long long)baddr, (unsigned long long)bsz, (unsigned long long)addr,
                         (unsigned long long)size);
       if (k && baddr == prev)
-        return tc_error(TCUDA_ERROR_PARSE, "%s: the block at 0x%llx (%llu bytes) is listed twice", c->who,
+        return tc_error(TCUDA_ERROR_PARSE, "%s: the block at 0x%llx (%llu bytes) is listed twice", c->func,
                         (unsigned long long)baddr, (unsigned long long)bsz);
       if (k && baddr < at)
-        return tc_error(TCUDA_ERROR_PARSE, "%s: the block at 0x%llx (%llu bytes) overlaps the block at 0x%llx", c->who,
+        return tc_error(TCUDA_ERROR_PARSE, "%s: the block at 0x%llx (%llu bytes) overlaps the block at 0x%llx", c->func,
                         (unsigned long long)baddr, (unsigned long long)bsz, (unsigned long long)prev);
       prev = baddr;
       at = baddr + bsz;
@@ -792,26 +793,17 @@ void tc_tsnap_free(tc_tsnap *h) {
   memset(h, 0, sizeof *h);
 }
 
-tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int device, tc_tsnap *h) {
-  tc_tsload_opts o = {.device = device};
-  return tc_tsnap_load_opts(func, data, len, &o, h);
-}
-
-tcuda_status tc_tsnap_load_opts(const char *func, const void *data, size_t len, const tc_tsload_opts *o,
-                                tc_tsnap *h) {
+tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int device, const tc_tsnap_limits *lim,
+                           tc_tsnap *h) {
   memset(h, 0, sizeof *h);
-  int device = o->device < 0 ? 0 : o->device;
+  if (device < 0) device = 0;
   tc_arena *ar = tc_arena_create();
   if (!ar) return oom(func);
   tc_pv *root = NULL;
-  tcuda_status s = tc_pv_parse(func, data, len, NULL, ar, &root);
-  conv c = {.func = func, .h = h};
-  if (o->path) {
-    tc_printable(o->path, h->name, sizeof h->name);
-    snprintf(c.who, sizeof c.who, "%s: '%s'", func, h->name);
-  } else {
-    snprintf(c.who, sizeof c.who, "%s", func);
-  }
+  tc_pv_budget budget;
+  tc_pv_budget_init(&budget, lim ? lim->work_budget : 0, len);
+  tcuda_status s = tc_pv_parse(func, data, len, &budget, ar, &root);
+  conv c = {.func = func, .h = h, .budget = &budget};
   h->device = device;
   tc_pv *const *traces = NULL, *const *ents = NULL;
   size_t ntr = 0, n = 0;
@@ -856,26 +848,17 @@ tcuda_status tc_tsnap_load_opts(const char *func, const void *data, size_t len, 
   return s;
 }
 
-tcuda_status tc_tsnap_load_file(const char *func, const tc_tsload_opts *o, tc_tsnap *h) {
+tcuda_status tc_tsnap_load_file(const char *func, const char *path, int device, const tc_tsnap_limits *lim,
+                                tc_tsnap *h) {
   memset(h, 0, sizeof *h);
-  const char *path = o->path;
-  char shown[256];
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return tc_error(TCUDA_ERROR_IO, "%s: cannot open snapshot '%s': %s", func,
-                    tc_printable(path, shown, sizeof shown), strerror(errno));
-  tc_sbuf b = {0};
-  char chunk[65536];
-  size_t got;
-  while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) tc_sbuf_put(&b, chunk, got);
-  int err = ferror(f);
-  fclose(f);
-  if (err || b.failed) {
-    tc_sbuf_free(&b);
-    return err ? tc_error(TCUDA_ERROR_IO, "%s: cannot read snapshot '%s'", func, tc_printable(path, shown, sizeof shown))
-               : oom(func);
-  }
-  tcuda_status s = tc_tsnap_load_opts(func, b.p ? b.p : "", b.len, o, h);
-  tc_sbuf_free(&b);
+  char where[320];
+  tc_read_where(func, path, where, sizeof where);
+  char *data;
+  size_t len;
+  tcuda_status s = tc_read_file(where, path, lim ? lim->max_input : 0, &data, &len);
+  if (s) return s;
+  s = tc_tsnap_load(where, data, len, device, lim, h);
+  free(data);
+  if (!s) tc_printable(path, h->name, sizeof h->name);
   return s;
 }

@@ -93,21 +93,22 @@ typedef struct tc_tsnap {
                               entry or segment of the file names, so none can be taken for it */
 } tc_tsnap;
 
-typedef struct tc_tsload_opts {
-  int device;       /* whose history; -1: 0 */
-  const char *path; /* the file, named in messages; NULL: a buffer */
-} tc_tsload_opts;
+/* What one snapshot may cost (a hostile file must cost no more than its
+ * size); zeros are the defaults. */
+typedef struct tc_tsnap_limits {
+  uint64_t max_input;   /* files: the most bytes read; 0: TC_READ_MAX_DEFAULT (readfile.h) */
+  uint64_t work_budget; /* the tc_pv_budget limit (pyval.h); 0: the default for the input's size */
+} tc_tsnap_limits;
 
-/* The history of o->device from a snapshot file's bytes (pickle or JSON).
- * Errors name func, the file and what is wrong; *h is then zeroed. A
- * snapshot that contradicts itself (segments or blocks listed twice or
- * overlapping, a block outside its segment) is refused. */
-tcuda_status tc_tsnap_load_opts(const char *func, const void *data, size_t len, const tc_tsload_opts *o,
+/* The history of `device` (-1: 0) from a snapshot file's bytes (pickle or
+ * JSON). lim NULL: the defaults. Errors name func and what is wrong; *h is
+ * then zeroed. A snapshot that contradicts itself (segments or blocks listed
+ * twice or overlapping, a block outside its segment) is refused. */
+tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int device, const tc_tsnap_limits *lim,
+                           tc_tsnap *h);
+/* The same from a file; every message then starts "func: PATH: ". */
+tcuda_status tc_tsnap_load_file(const char *func, const char *path, int device, const tc_tsnap_limits *lim,
                                 tc_tsnap *h);
-/* The same with only a device (-1: 0). */
-tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int device, tc_tsnap *h);
-/* The same from the file o->path. */
-tcuda_status tc_tsnap_load_file(const char *func, const tc_tsload_opts *o, tc_tsnap *h);
 void tc_tsnap_free(tc_tsnap *h);
 /* At most this many frames of a list are shown, each string cut to this
  * many bytes (at a character's start, "..." added). */
