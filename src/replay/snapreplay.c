@@ -343,17 +343,15 @@ static tcuda_status start_too_big(hr *r, uint64_t cap, uint64_t allowed, uint64_
   const tc_tsnap *h = r->h;
   uint64_t seg = 0;
   for (size_t k = 0; k < h->num_segs; k++) seg += h->segs[k].size;
-  char where[300] = "";
-  if (*h->name) snprintf(where, sizeof where, ": %s", h->name);
   if (allowed)
     return tc_error(TCUDA_ERROR_OUT_OF_MEMORY,
-                    "%s%s: the state when the history begins does not fit: its live blocks hold %llu bytes, over "
+                    "%s: the state when the history begins does not fit: its live blocks hold %llu bytes, over "
                     "the limit of %llu bytes; raise the limit",
-                    r->func, where, (unsigned long long)live, (unsigned long long)allowed);
+                    h->where, (unsigned long long)live, (unsigned long long)allowed);
   return tc_error(TCUDA_ERROR_OUT_OF_MEMORY,
-                  "%s%s: the state when the history begins does not fit: its %zu segments hold %llu bytes, the "
+                  "%s: the state when the history begins does not fit: its %zu segments hold %llu bytes, the "
                   "simulated device has %llu bytes; raise the capacity",
-                  r->func, where, h->num_segs, (unsigned long long)seg, (unsigned long long)cap);
+                  h->where, h->num_segs, (unsigned long long)seg, (unsigned long long)cap);
 }
 
 /* ---- the loop ---- */

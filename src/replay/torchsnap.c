@@ -153,6 +153,8 @@ static int get_u64(const tc_pv *d, const char *key, uint64_t *out) {
 
 static tcuda_status add_op(conv *c, tc_tsop op) {
   tc_tsnap *h = c->h;
+  tcuda_status s = tc_pv_spend(c->func, c->budget, 1);
+  if (s) return s;
   if (!grow((void **)&h->ops, &c->cap_ops, h->num_ops + 1, sizeof *h->ops) ||
       !grow((void **)&h->op_time_us, &c->cap_times, h->num_ops + 1, sizeof *h->op_time_us))
     return oom(c->func);
@@ -171,6 +173,8 @@ static tcuda_status new_slot(conv *c, uint32_t *slot) {
 
 static tcuda_status add_block(conv *c, tc_tsblock b) {
   tc_tsnap *h = c->h;
+  tcuda_status s = tc_pv_spend(c->func, c->budget, 1);
+  if (s) return s;
   if (!grow((void **)&h->blocks, &c->cap_blocks, h->num_blocks + 1, sizeof *h->blocks)) return oom(c->func);
   h->blocks[h->num_blocks++] = b;
   h->truncated = 1;
@@ -179,6 +183,8 @@ static tcuda_status add_block(conv *c, tc_tsblock b) {
 
 static tcuda_status add_seg(conv *c, tc_tsseg s) {
   tc_tsnap *h = c->h;
+  tcuda_status st = tc_pv_spend(c->func, c->budget, 1);
+  if (st) return st;
   if (!grow((void **)&h->segs, &c->cap_segs, h->num_segs + 1, sizeof *h->segs)) return oom(c->func);
   h->segs[h->num_segs++] = s;
   h->truncated = 1;
@@ -192,6 +198,8 @@ static tcuda_status keep_frames(conv *c, size_t req, const tc_pv *frames) {
   size_t n;
   if (!tc_pv_as_seq(frames, &it, &n) || !n) return TCUDA_SUCCESS;
   tc_tsnap *h = c->h;
+  tcuda_status st = tc_pv_spend(c->func, c->budget, 1);
+  if (st) return st;
   uint32_t *known = amap_find(&c->flists, (uint64_t)(uintptr_t)frames);
   uint32_t list;
   if (known) {
@@ -248,7 +256,18 @@ static int list_index(const tc_tsnap *h, size_t req) {
   return lo < h->num_frames && h->frames_req[lo] == req ? (int)h->frames_list[lo] : -1;
 }
 
-void tc_tsnap_frames_json(const tc_tsnap *h, size_t req, tc_sbuf *b) {
+tcuda_status tc_tsnap_spend(tc_tsnap *h, const char *what, uint64_t n) {
+  if (n <= h->budget.limit - h->budget.used) {
+    h->budget.used += n;
+    return TCUDA_SUCCESS;
+  }
+  char who[400];
+  snprintf(who, sizeof who, "%s: %s", h->where, what);
+  return tc_pv_over_budget(who, &h->budget);
+}
+
+tcuda_status tc_tsnap_frames_json(tc_tsnap *h, size_t req, tc_sbuf *b) {
+  size_t len0 = b->len;
   int li = list_index(h, req);
   tc_pv *const *it = NULL;
   size_t n = 0;
@@ -272,6 +291,7 @@ void tc_tsnap_frames_json(const tc_tsnap *h, size_t req, tc_sbuf *b) {
     tc_sbuf_put(b, "}", 1);
   }
   tc_sbuf_put(b, "]", 1);
+  return tc_tsnap_spend(h, "stack frames", b->len - len0);
 }
 
 /* Library workspace tries that torch counted as OOMs though the program went
@@ -285,22 +305,27 @@ static int library_text(const char *t) {
   return 0;
 }
 
-int tc_tsnap_request_library(tc_tsnap *h, size_t req) {
+tcuda_status tc_tsnap_request_library(tc_tsnap *h, size_t req, int *lib) {
   int li = list_index(h, req);
-  if (li < 0) return 0;
+  *lib = 0;
+  if (li < 0) return TCUDA_SUCCESS;
   if (!h->frame_lib[li]) {
     tc_pv *const *it = NULL;
-    size_t n = 0;
-    int lib = 0;
+    size_t n = 0, read = 0;
+    int found = 0;
     tc_pv_as_seq(h->frame_lists[li], &it, &n);
-    for (size_t k = 0; k < n && k < TC_TSNAP_MAX_FRAMES && !lib; k++) {
+    for (size_t k = 0; k < n && k < TC_TSNAP_MAX_FRAMES && !found; k++) {
       char nb[TC_TSNAP_FRAME_TEXT + 4], fb[TC_TSNAP_FRAME_TEXT + 4];
-      lib = library_text(frame_text(tc_pv_get(it[k], "name"), nb)) ||
-            library_text(frame_text(tc_pv_get(it[k], "filename"), fb));
+      const char *name = frame_text(tc_pv_get(it[k], "name"), nb), *file = frame_text(tc_pv_get(it[k], "filename"), fb);
+      read += (name ? strlen(name) : 0) + (file ? strlen(file) : 0) + 1;
+      found = library_text(name) || library_text(file);
     }
-    h->frame_lib[li] = (unsigned char)(lib ? 2 : 1);
+    tcuda_status s = tc_tsnap_spend(h, "stack frames", read);
+    if (s) return s;
+    h->frame_lib[li] = (unsigned char)(found ? 2 : 1);
   }
-  return h->frame_lib[li] == 2;
+  *lib = h->frame_lib[li] == 2;
+  return TCUDA_SUCCESS;
 }
 
 static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, size_t *skip) {
@@ -342,8 +367,8 @@ static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, 
       if (!amap_put(&c->live, addr, op.slot) || !amap_put(&c->blkseen, addr, 1)) return oom(c->func);
     } else {
       h->recorded_ooms++;
-      int has = h->num_frames && h->frames_req[h->num_frames - 1] == h->num_requests - 1;
-      int lib = has && tc_tsnap_request_library(h, h->num_requests - 1);
+      int has = h->num_frames && h->frames_req[h->num_frames - 1] == h->num_requests - 1, lib = 0;
+      if (has && (s = tc_tsnap_request_library(h, h->num_requests - 1, &lib))) return s;
       if (!lib && !has) {
         /* no frames: a smaller request next, before any free */
         for (size_t k = i + 1; k < n && k < i + 64; k++) {
@@ -800,10 +825,10 @@ tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int d
   tc_arena *ar = tc_arena_create();
   if (!ar) return oom(func);
   tc_pv *root = NULL;
-  tc_pv_budget budget;
-  tc_pv_budget_init(&budget, lim ? lim->work_budget : 0, len);
-  tcuda_status s = tc_pv_parse(func, data, len, &budget, ar, &root);
-  conv c = {.func = func, .h = h, .budget = &budget};
+  tc_pv_budget_init(&h->budget, lim ? lim->work_budget : 0, len);
+  snprintf(h->where, sizeof h->where, "%s", func);
+  tcuda_status s = tc_pv_parse(func, data, len, &h->budget, ar, &root);
+  conv c = {.func = func, .h = h, .budget = &h->budget};
   h->device = device;
   tc_pv *const *traces = NULL, *const *ents = NULL;
   size_t ntr = 0, n = 0;
@@ -859,6 +884,5 @@ tcuda_status tc_tsnap_load_file(const char *func, const char *path, int device, 
   if (s) return s;
   s = tc_tsnap_load(where, data, len, device, lim, h);
   free(data);
-  if (!s) tc_printable(path, h->name, sizeof h->name);
   return s;
 }

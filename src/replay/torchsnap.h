@@ -13,6 +13,7 @@
 #define TC_TORCHSNAP_H
 #include "alloc/alloc.h"
 #include "inspect/jsonwrite.h"
+#include "pyval.h"
 #include "tcuda.h"
 #include <stddef.h>
 #include <stdint.h>
@@ -88,7 +89,9 @@ typedef struct tc_tsnap {
   tc_alloc_config cfg;     /* the snapshot's allocator_settings */
   char conf_text[512];     /* the same as a config string ("" = torch's defaults) */
   int num_devices;         /* device_traces' length */
-  char name[256];          /* the file, printable, for messages ("" for a buffer) */
+  char where[320];         /* what messages about it start with: "FUNC: PATH" (FUNC for a buffer) */
+  tc_pv_budget budget;     /* the work it may cost (pyval.h): spent by the reader and the
+                              conversion, then by what is rendered from it (frames, output) */
   uint64_t marker_stream;  /* the stream the replay's deferred frees wait on: a value that no
                               entry or segment of the file names, so none can be taken for it */
 } tc_tsnap;
@@ -114,12 +117,16 @@ void tc_tsnap_free(tc_tsnap *h);
  * many bytes (at a character's start, "..." added). */
 #define TC_TSNAP_MAX_FRAMES 64
 #define TC_TSNAP_FRAME_TEXT 256
-/* Appends request req's frames to b as a JSON array ("[]" without any). */
-void tc_tsnap_frames_json(const tc_tsnap *h, size_t req, tc_sbuf *b);
-/* 1 when request req's frames point into a library that retries smaller on
- * an OOM: cuDNN, cuBLAS, workspace selection, a convolution. Not thread
- * safe (it caches its answer per list). */
-int tc_tsnap_request_library(tc_tsnap *h, size_t req);
+/* Appends request req's frames to b as a JSON array ("[]" without any),
+ * the bytes spent from h->budget (its error when spent). */
+tcuda_status tc_tsnap_frames_json(tc_tsnap *h, size_t req, tc_sbuf *b);
+/* *lib = 1 when request req's frames point into a library that retries
+ * smaller on an OOM: cuDNN, cuBLAS, workspace selection, a convolution.
+ * The bytes read are spent from h->budget, once per list (the answer is
+ * kept): not thread safe. */
+tcuda_status tc_tsnap_request_library(tc_tsnap *h, size_t req, int *lib);
+/* Spends n units from h->budget for `what`: its error names the file. */
+tcuda_status tc_tsnap_spend(tc_tsnap *h, const char *what, uint64_t n);
 
 /* ---- snapreplay.c ---- */
 

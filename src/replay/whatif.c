@@ -169,12 +169,15 @@ static void put_series(tc_sbuf *b, const tc_tsrun_result *r) {
   tc_sbuf_puts(b, "]}");
 }
 
-static int is_library_request(tc_tsnap *h, size_t req) {
-  if (req < h->num_requests && (h->ops[h->req_op[req]].flags & HOP_F_ADAPTIVE)) return 1;
-  return tc_tsnap_request_library(h, req);
+static tcuda_status is_library_request(tc_tsnap *h, size_t req, int *lib) {
+  *lib = 1;
+  if (req < h->num_requests && (h->ops[h->req_op[req]].flags & HOP_F_ADAPTIVE)) return TCUDA_SUCCESS;
+  return tc_tsnap_request_library(h, req, lib);
 }
 
-static void put_row(tc_sbuf *b, tc_tsnap *h, const row *w) {
+/* The row's JSON; the frames shown are spent from the snapshot's budget. */
+static tcuda_status put_row(tc_sbuf *b, tc_tsnap *h, const row *w) {
+  tcuda_status s = TCUDA_SUCCESS;
   const tc_tsrun_result *r = &w->res;
   tc_sbuf_puts(b, "{\"config\": ");
   tc_json_str(b, w->config);
@@ -191,7 +194,7 @@ static void put_row(tc_sbuf *b, tc_tsnap *h, const row *w) {
   if (r->first_oom >= 0) {
     tc_sbuf_printf(b, "{\"request\": %lld, \"size\": %llu, \"frames\": ", (long long)r->first_oom,
                    (unsigned long long)r->first_oom_size);
-    tc_tsnap_frames_json(h, (size_t)r->first_oom, b);
+    if ((s = tc_tsnap_frames_json(h, (size_t)r->first_oom, b))) return s;
     tc_sbuf_put(b, "}", 1);
   } else {
     tc_sbuf_puts(b, "null");
@@ -199,10 +202,12 @@ static void put_row(tc_sbuf *b, tc_tsnap *h, const row *w) {
   tc_sbuf_puts(b, ", \"min_limit\": ");
   if (w->have_min) tc_json_u64(b, w->min_limit);
   else tc_sbuf_puts(b, "null");
-  int adaptive = h->adaptive_ooms > 0 || (r->first_oom >= 0 && is_library_request(h, (size_t)r->first_oom));
+  int adaptive = h->adaptive_ooms > 0;
+  if (!adaptive && r->first_oom >= 0 && (s = is_library_request(h, (size_t)r->first_oom, &adaptive))) return s;
   tc_sbuf_printf(b, ", \"min_limit_replays\": %d, \"depends_on_adaptive\": %s", w->probes, adaptive ? "true" : "false");
   if (r->series_n) put_series(b, r);
   tc_sbuf_puts(b, "}");
+  return s;
 }
 
 /* Among the rows a PyTorch user can set: the lowest min_limit, then the
@@ -221,8 +226,9 @@ static const row *recommend(const row *rows, size_t n) {
   return best;
 }
 
-static char *document(tc_tsnap *h, const tcuda_whatif_options_t *o, const row *rows, size_t n,
-                      const tc_tsrun_result *exact) {
+static tcuda_status document(const char *F, tc_tsnap *h, const tcuda_whatif_options_t *o, const row *rows, size_t n,
+                             const tc_tsrun_result *exact, char **out) {
+  tcuda_status s = TCUDA_SUCCESS;
   tc_sbuf b = {0};
   uint64_t cap = o->capacity ? o->capacity : H200_BYTES;
   tc_sbuf_printf(&b, "{\"snapshot\": {\"device\": %d, \"devices\": %d, \"entries\": %zu, \"requests\": %zu, ",
@@ -239,9 +245,13 @@ static char *document(tc_tsnap *h, const tcuda_whatif_options_t *o, const row *r
                  h->recorded_ooms, h->adaptive_ooms, exact->inferred_empty, exact->diverged,
                  h->has_private_pools ? "true" : "false",
                  h->t1_us > h->t0_us ? (double)(h->t1_us - h->t0_us) / 1000.0 : 0.0);
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; i < n && !s; i++) {
     tc_sbuf_puts(&b, i ? ",\n  " : "\n  ");
-    put_row(&b, h, &rows[i]);
+    s = put_row(&b, h, &rows[i]);
+  }
+  if (s) {
+    tc_sbuf_free(&b);
+    return s;
   }
   tc_sbuf_puts(&b, "],\n \"recommended\": ");
   const row *best = recommend(rows, n);
@@ -279,7 +289,8 @@ static char *document(tc_tsnap *h, const tcuda_whatif_options_t *o, const row *r
     NOTE("CUDA graph private pools are replayed as the default pool of their stream");
 #undef NOTE
   tc_sbuf_puts(&b, "]}\n");
-  return tc_sbuf_take(&b);
+  if (!(*out = tc_sbuf_take(&b))) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  return TCUDA_SUCCESS;
 }
 
 /* ---- entry points ---- */
@@ -364,8 +375,7 @@ static tcuda_status whatif(const char *F, tc_tsnap *h, const tcuda_whatif_option
     for (size_t i = 0; i < n && !s; i++)
       if (rows[i].st) s = tc_error(rows[i].st, "%s", rows[i].err);
   }
-  if (!s && !(*json_out = document(h, o, rows, n, &ex)))
-    s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  if (!s) s = document(F, h, o, rows, n, &ex, json_out);
   tc_tsrun_result_free(&ex);
   for (size_t i = 0; i < n; i++) tc_tsrun_result_free(&rows[i].res);
   free(rows);
@@ -440,6 +450,9 @@ static tcuda_status on_checkpoint(void *user, tc_alloc *a, int last) {
   tc_snapshot_free(snap);
   if (!sj || !gj) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", so->func);
   const char *head = so->first ? "[\n{\"stats\": " : ",\n{\"stats\": ";
+  /* the output counts against the snapshot's work budget: one 'snapshot'
+   * entry, 2 bytes through the pickle memo, prints every live block */
+  if (!s) s = tc_tsnap_spend(so->h, "the replay's output", strlen(head) + strlen(sj) + 14 + strlen(gj) + 4);
   if (!s && !(s = emit(so, head, strlen(head))) && !(s = emit(so, sj, strlen(sj))) &&
       !(s = emit(so, ", \"segments\": ", 14)) && !(s = emit(so, gj, strlen(gj))))
     s = emit(so, "}", 1);

@@ -110,7 +110,7 @@ def pool_segments(path):
     (the simulated driver looked through every live segment for each).
     The dicts carry only the fields the reader needs, to keep the file
     small."""
-    n = 32000
+    n = 48000
     pool, segs, entries = (1, 1), [], []
     for k in range(n):
         a = BASE + k * 2 * MIB
@@ -120,6 +120,14 @@ def pool_segments(path):
                     {"action": "free_requested", "addr": a + MIB, "size": 512},
                     {"action": "free_completed", "addr": a + MIB, "size": 512}]
     dump(path, snapshot(entries, segs))
+
+
+def replay_output(path):
+    """Many live blocks, then a 'snapshot' entry referenced many
+    times: replay --simulate printed every block at each."""
+    entries = [ent("alloc", BASE + k * 2 * MIB, 2 * MIB) for k in range(2000)]
+    snap = {"action": "snapshot", "addr": 0, "size": 0, "stream": 0, "time_us": 0, "frames": []}
+    dump(path, snapshot(entries + [snap] * 5000))
 
 
 def start_too_big(path):
@@ -140,6 +148,13 @@ def marker_stream(path, stream):
                ent("alloc", b, 40 * MIB, stream=stream), ent("free_completed", a, 40 * MIB, stream=stream),
                ent("free_requested", b, 40 * MIB, stream=stream), ent("free_completed", b, 40 * MIB, stream=stream)]
     dump(path, snapshot(entries))
+
+
+def replay_output_small(path):
+    """The same, smaller: within a raised work budget it is answered."""
+    entries = [ent("alloc", BASE + k * 2 * MIB, 2 * MIB) for k in range(200)]
+    snap = {"action": "snapshot", "addr": 0, "size": 0, "stream": 0, "time_us": 0, "frames": []}
+    dump(path, snapshot(entries + [snap] * 1000))
 
 
 class Case:
@@ -167,7 +182,14 @@ CASES = [
     Case("segments_overlap", segments_overlap, ["whatif"], 1,
          r"segment at 0x7f0000200000 .*overlaps", 10, 200),
     Case("block_outside", block_outside, ["whatif"], 1, r"block at 0x7f0001e00000 .*outside its segment", 10, 200),
-    Case("pool_segments", pool_segments, ["whatif", "--config", "", "--threads", "2"], 0, None, 10, 400),
+    Case("pool_segments", pool_segments, ["whatif", "--config", "", "--threads", "2"], 0, None, 30, 400),
+    Case("replay_output", replay_output, ["replay", "--simulate"], 1,
+         r"the replay's output: the input needs more work than its budget of \d+ units", 20, 300,
+         stdout_max=64 * MIB),
+    Case("replay_output_budget", replay_output_small, ["replay", "--simulate"], 1,
+         r"the replay's output: the input needs more work than its budget", 20, 300, stdout_max=64 * MIB),
+    Case("replay_output_raised", replay_output_small, ["replay", "--simulate", "--work-budget", "200000000"], 0,
+         None, 30, 300, check=lambda out: None if out.endswith("]\n") else "the output is not a whole array"),
     Case("start_too_big", start_too_big, ["whatif", "--capacity", "4GiB"], 1,
          r"does not fit", 20, 300),
     Case("start_too_big_limit", start_too_big, ["whatif", "--fraction", "0.02"], 1,
@@ -226,7 +248,9 @@ def run(cli, args, secs, rss_mib, stdout_max=None):
         peak = max(peak, ru.ru_maxrss)
         out.seek(0)
         err.seek(0)
-        so = out.read(1 << 22).decode("utf-8", "replace")
+        size = os.fstat(out.fileno()).st_size
+        out.seek(max(0, size - (1 << 22)))  # the whole output, or its last 4 MiB
+        so = out.read().decode("utf-8", "replace")
         return p.returncode, so, err.read().decode("utf-8", "replace"), wall, peak / 1024, killed
 
 
@@ -280,7 +304,9 @@ def main(argv):
     cli, only = argv[1], set(argv[2:])
     failed = 0
     with tempfile.TemporaryDirectory() as d:
-        write_all(d)
+        # written by a child, so that this process stays small: a child of
+        # it counts the pages it shares from the fork in its peak
+        subprocess.run([sys.executable, os.path.abspath(__file__), "--write", d], check=True)
         results = [(c.name, lambda c=c: check_case(cli, d, c)) for c in CASES]
         results.append(("marker_stream", lambda: check_marker(cli, d)))
         for name, fn in results:
