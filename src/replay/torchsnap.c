@@ -779,26 +779,24 @@ static void place_blocks(tc_tsnap *h) {
 
 /* ---- loading ---- */
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* A stream value the file never names, for the replay's own record_stream
  * marker: a fixed reserved value could be written in a file (stream -15),
- * and a block on the marker's own stream would then be freed at once. */
+ * and a block on the marker's own stream would then be freed at once. Of
+ * the n + 1 values from the top down at most n are named: a bitmap of
+ * those finds the highest free one. */
 static tcuda_status pick_marker(const char *func, tc_tsnap *h) {
+  const uint64_t top = UINT64_MAX - 14;
   size_t n = h->num_ops + h->num_segs;
-  uint64_t *v = malloc((n ? n : 1) * sizeof *v);
-  if (!v) return oom(func);
-  for (size_t i = 0; i < h->num_ops; i++) v[i] = h->ops[i].stream;
-  for (size_t i = 0; i < h->num_segs; i++) v[h->num_ops + i] = h->segs[i].stream;
-  qsort(v, n, sizeof *v, cmp_u64);
-  /* downward from the top: at most n values are taken */
-  uint64_t m = UINT64_MAX - 14;
-  while (bsearch(&m, v, n, sizeof *v, cmp_u64)) m--;
-  free(v);
-  h->marker_stream = m;
+  unsigned char *used = calloc(n / 8 + 1, 1);
+  if (!used) return oom(func);
+  for (size_t i = 0; i < n; i++) {
+    uint64_t v = i < h->num_ops ? h->ops[i].stream : h->segs[i - h->num_ops].stream;
+    if (v <= top && top - v <= n) used[(top - v) / 8] |= (unsigned char)(1u << ((top - v) % 8));
+  }
+  size_t d = 0;
+  while (used[d / 8] & (1u << (d % 8))) d++;
+  free(used);
+  h->marker_stream = top - d;
   return TCUDA_SUCCESS;
 }
 
