@@ -83,7 +83,7 @@ typedef struct sim {
   uint64_t lowmark; /* ...and below the lowest live chunk, unless a gap takes them */
   uint64_t asc_next;
   sim_range *rec; /* recorded addresses */
-  size_t nrec, rec_pos;
+  size_t nrec, rec_pos, caprec;
   uint64_t rec_low, rec_high;
   sim_res *res;
   size_t nres, capres;
@@ -608,7 +608,7 @@ static tcuda_status load_addresses(sim *s, const char *path) {
     return tc_error(TCUDA_ERROR_IO, "tc_backend_sim_create: cannot open addresses file '%s': %s", path,
                     strerror(errno));
   char line[512];
-  size_t lineno = 0, cap = 0;
+  size_t lineno = 0;
   tcuda_status st = TCUDA_SUCCESS;
   s->rec_low = UINT64_MAX;
   while (fgets(line, sizeof line, f)) {
@@ -634,7 +634,7 @@ static tcuda_status load_addresses(sim *s, const char *path) {
                     tc_printable(line, shown, sizeof shown));
       break;
     }
-    if (!grow((void **)&s->rec, &cap, s->nrec + 1, sizeof *s->rec)) {
+    if (!grow((void **)&s->rec, &s->caprec, s->nrec + 1, sizeof *s->rec)) {
       st = host_oom();
       break;
     }
@@ -745,14 +745,13 @@ tcuda_status tc_backend_sim_reserve_at(tc_backend *be, const uint64_t *bases, si
 
 tcuda_status tc_backend_sim_place_next(tc_backend *be, uint64_t addr, uint64_t size) {
   sim *s = (sim *)be->ctx;
-  size_t cap = s->nrec; /* rec grows one at a time here: its capacity is its length */
   pthread_mutex_lock(&s->mu);
   tcuda_status st = TCUDA_SUCCESS;
   if (!addr || !size || addr + size < addr || addr % TC_MIN_BLOCK_SIZE || overlaps_live(s, addr, size, NULL)) {
     st = TCUDA_ERROR_INVALID_STATE;
   } else if (s->rec_pos < s->nrec) {
     st = TCUDA_ERROR_INVALID_STATE; /* a file's recorded addresses are still in use */
-  } else if (!grow((void **)&s->rec, &cap, s->nrec + 1, sizeof *s->rec)) {
+  } else if (!grow((void **)&s->rec, &s->caprec, s->nrec + 1, sizeof *s->rec)) {
     st = TCUDA_ERROR_HOST_OUT_OF_MEMORY;
   } else {
     s->rec[s->nrec++] = (sim_range){addr, size};

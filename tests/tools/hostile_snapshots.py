@@ -221,11 +221,25 @@ def peak_rss_kib(pid):
     return 0
 
 
+def sanitized(cli):
+    """A sanitizer build (scripts/test) runs several times slower and holds
+    shadow memory: its bounds are scaled, and ASan's quarantine kept small."""
+    with open(cli, "rb") as f:
+        data = f.read()
+    return b"__asan_init" in data or b"__tsan_init" in data
+
+
+SLOW = 1
+
+
 def run(cli, args, secs, rss_mib, stdout_max=None):
     """(rc, stdout, stderr, wall seconds, peak RSS in MiB, why it was killed or None)"""
+    secs, rss_mib = secs * SLOW, rss_mib * SLOW
+    env = dict(os.environ)
+    env["ASAN_OPTIONS"] = "quarantine_size_mb=8:thread_local_quarantine_size_kb=64:" + env.get("ASAN_OPTIONS", "")
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.monotonic()
-        p = subprocess.Popen([cli] + args, stdout=out, stderr=err)
+        p = subprocess.Popen([cli] + args, stdout=out, stderr=err, env=env)
         killed, peak = None, 0
         while True:
             pid, status, ru = os.wait4(p.pid, os.WNOHANG)
@@ -302,6 +316,10 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     cli, only = argv[1], set(argv[2:])
+    global SLOW
+    if sanitized(cli):
+        SLOW = 10
+        print("a sanitizer build: time and memory bounds are 10 times wider")
     failed = 0
     with tempfile.TemporaryDirectory() as d:
         # written by a child, so that this process stays small: a child of
