@@ -204,7 +204,13 @@ static tcuda_status keep_frames(conv *c, size_t req, const tc_pv *frames) {
   uint32_t list;
   if (known) {
     list = *known;
+    if (list == UINT32_MAX) return TCUDA_SUCCESS;
   } else {
+    /* a list whose frames have neither name nor file name counts as none */
+    size_t named = 0;
+    for (size_t k = 0; k < n && k < TC_TSNAP_MAX_FRAMES && !named; k++)
+      named = tc_pv_as_str(tc_pv_get(it[k], "name")) || tc_pv_as_str(tc_pv_get(it[k], "filename"));
+    if (!named) return amap_put(&c->flists, (uint64_t)(uintptr_t)frames, UINT32_MAX) ? TCUDA_SUCCESS : oom(c->func);
     if (h->num_frame_lists >= UINT32_MAX - 1) return bad(c->func, req, "too many frame lists");
     if (!grow((void **)&h->frame_lists, &c->cap_flists, h->num_frame_lists + 1, sizeof *h->frame_lists))
       return oom(c->func);
