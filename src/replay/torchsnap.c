@@ -74,9 +74,15 @@ static tcuda_status new_slot(conv *c, uint32_t *slot) {
   return TCUDA_SUCCESS;
 }
 
+/* A segment or block of the starting state is rebuilt in every replay (an
+ * allocation, a carve), so it costs this many units: a blocks list shared
+ * through the memo by many segments must not make a block per reference
+ * for 2 bytes each. A real one takes tens of bytes of file. */
+#define SEED_WORK 64
+
 static tcuda_status add_block(conv *c, tc_tsblock b) {
   tc_tsnap *h = c->h;
-  tcuda_status s = tc_pv_spend(c->func, c->budget, 1);
+  tcuda_status s = tc_pv_spend(c->func, c->budget, SEED_WORK);
   if (s) return s;
   if (!tc_grow((void **)&h->blocks, &c->cap_blocks, h->num_blocks + 1, sizeof *h->blocks)) return oom(c->func);
   h->blocks[h->num_blocks++] = b;
@@ -86,7 +92,7 @@ static tcuda_status add_block(conv *c, tc_tsblock b) {
 
 static tcuda_status add_seg(conv *c, tc_tsseg s) {
   tc_tsnap *h = c->h;
-  tcuda_status st = tc_pv_spend(c->func, c->budget, 1);
+  tcuda_status st = tc_pv_spend(c->func, c->budget, SEED_WORK);
   if (st) return st;
   if (!tc_grow((void **)&h->segs, &c->cap_segs, h->num_segs + 1, sizeof *h->segs)) return oom(c->func);
   h->segs[h->num_segs++] = s;
@@ -591,6 +597,8 @@ static tcuda_status read_segments(conv *c, const tc_pv *segs) {
     if (!tc_pv_as_seq(tc_pv_get(sg, "blocks"), &bl, &bn)) continue;
     uint64_t at = addr, prev = 0;
     for (size_t k = 0; k < bn; k++) {
+      /* each reference read, kept or not: one list can be every segment's */
+      if ((s = tc_pv_spend(c->func, c->budget, 1))) return s;
       uint64_t bsz = 0, rq = 0, baddr = at;
       get_u64(bl[k], "size", &bsz);
       get_u64(bl[k], "requested_size", &rq);

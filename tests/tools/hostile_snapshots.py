@@ -82,6 +82,15 @@ def segments_shared(path):
     dump(path, snapshot([ent("free_requested", BASE + 4 * MIB, 512)], [seg] * 2000))
 
 
+def blocks_list_shared(path):
+    """Many segments sharing one blocks list whose blocks carry no address
+    (each then starts where the one before ended): every segment got a
+    copy of every block, M times B for the price of M segments."""
+    blocks = [block(None, 512)] * 5000
+    dump(path, snapshot([ent("free_requested", BASE, 512)],
+                        [segment(BASE + k * 4 * MIB, 4 * MIB, blocks) for k in range(2000)]))
+
+
 def blocks_dup(path):
     """One segment whose blocks list names the same block twice."""
     blk = block(BASE, 2 * MIB)
@@ -178,6 +187,7 @@ CASES = [
          20, 300, check=first_oom_frames_capped),
     Case("segments_shared", segments_shared, ["whatif"], 1,
          r"segment at 0x7f0000000000 .*listed twice", 10, 200),
+    Case("blocks_list_shared", blocks_list_shared, ["whatif"], 1, r"needs more work than its budget", 10, 200),
     Case("blocks_dup", blocks_dup, ["whatif"], 1, r"block at 0x7f0000000000 .*listed twice", 10, 200),
     Case("segments_overlap", segments_overlap, ["whatif"], 1,
          r"segment at 0x7f0000200000 .*overlaps", 10, 200),
