@@ -144,21 +144,42 @@ static tcuda_status keep_frames(conv *c, size_t req, const tc_pv *frames) {
 }
 
 /* A frame's string cut to TC_TSNAP_FRAME_TEXT bytes at a character's
- * start (the readers keep only valid UTF-8), "..." marking a cut. */
-static const char *frame_text(const tc_pv *v, char out[TC_TSNAP_FRAME_TEXT + 4]) {
-  const char *t = tc_pv_as_str(v);
+ * start (the readers keep only valid UTF-8), "..." marking a cut; *len is
+ * its length, NUL bytes included (a Python string may hold them). */
+typedef struct {
+  char s[TC_TSNAP_FRAME_TEXT + 4];
+  size_t len;
+} frame_str;
+
+static const frame_str *frame_text(const tc_pv *v, frame_str *out) {
+  size_t n;
+  const char *t = tc_pv_as_strn(v, &n);
   if (!t) return NULL;
-  size_t n = strnlen(t, v->n < TC_TSNAP_FRAME_TEXT + 1 ? v->n : TC_TSNAP_FRAME_TEXT + 1);
   if (n <= TC_TSNAP_FRAME_TEXT) {
-    memcpy(out, t, n);
-    out[n] = 0;
-    return out;
+    memcpy(out->s, t, n);
+    out->len = n;
+  } else {
+    n = TC_TSNAP_FRAME_TEXT;
+    while (n && ((unsigned char)t[n] & 0xC0) == 0x80) n--;
+    memcpy(out->s, t, n);
+    memcpy(out->s + n, "...", 3);
+    out->len = n + 3;
   }
-  n = TC_TSNAP_FRAME_TEXT;
-  while (n && ((unsigned char)t[n] & 0xC0) == 0x80) n--;
-  memcpy(out, t, n);
-  memcpy(out + n, "...", 4);
+  out->s[out->len] = 0;
   return out;
+}
+
+/* The string as a JSON literal, NUL bytes escaped rather than ending it. */
+static void frame_json(tc_sbuf *b, const frame_str *f) {
+  tc_sbuf_put(b, "\"", 1);
+  for (size_t i = 0; f && i < f->len;) {
+    char e[6];
+    size_t used = 1;
+    if (f->s[i]) tc_sbuf_put(b, e, tc_json_escape_char((const unsigned char *)f->s + i, e, &used));
+    else tc_sbuf_put(b, "\\u0000", 6);
+    i += used;
+  }
+  tc_sbuf_put(b, "\"", 1);
 }
 
 static int list_index(const tc_tsnap *h, size_t req) {
@@ -190,17 +211,17 @@ tcuda_status tc_tsnap_frames_json(tc_tsnap *h, size_t req, tc_sbuf *b) {
   tc_sbuf_put(b, "[", 1);
   size_t shown = 0;
   for (size_t k = 0; k < n && shown < TC_TSNAP_MAX_FRAMES; k++) {
-    char nb[TC_TSNAP_FRAME_TEXT + 4], fb[TC_TSNAP_FRAME_TEXT + 4];
-    const char *name = frame_text(tc_pv_get(it[k], "name"), nb);
-    const char *file = frame_text(tc_pv_get(it[k], "filename"), fb);
+    frame_str nb, fb;
+    const frame_str *name = frame_text(tc_pv_get(it[k], "name"), &nb);
+    const frame_str *file = frame_text(tc_pv_get(it[k], "filename"), &fb);
     int64_t line = 0;
     tc_pv_as_int(tc_pv_get(it[k], "line"), &line);
     if (!name && !file) continue;
     if (shown++) tc_sbuf_puts(b, ", ");
     tc_sbuf_puts(b, "{\"name\": ");
-    tc_json_str(b, name ? name : "");
+    frame_json(b, name);
     tc_sbuf_puts(b, ", \"filename\": ");
-    tc_json_str(b, file ? file : "");
+    frame_json(b, file);
     tc_sbuf_puts(b, ", \"line\": ");
     tc_json_i64(b, line);
     tc_sbuf_put(b, "}", 1);
@@ -213,10 +234,13 @@ tcuda_status tc_tsnap_frames_json(tc_tsnap *h, size_t req, tc_sbuf *b) {
  * on: cuDNN's convolution and cuBLAS try a workspace and take a smaller one
  * when it fails. Their frames point there; with no frames (an autograd
  * thread) the tell is a smaller request right after, with no free between. */
-static int library_text(const char *t) {
+static int library_text(const frame_str *f) {
   static const char *marks[] = {"cudnn", "cuDNN", "cublas", "cuBLAS", "orkspace", "_conv_forward", "convolution"};
-  for (size_t k = 0; t && k < sizeof marks / sizeof *marks; k++)
-    if (strstr(t, marks[k])) return 1;
+  for (size_t k = 0; f && k < sizeof marks / sizeof *marks; k++) {
+    size_t m = strlen(marks[k]);
+    for (size_t i = 0; i + m <= f->len; i++)
+      if (!memcmp(f->s + i, marks[k], m)) return 1;
+  }
   return 0;
 }
 
@@ -230,9 +254,10 @@ tcuda_status tc_tsnap_request_library(tc_tsnap *h, size_t req, int *lib) {
     int found = 0;
     tc_pv_as_seq(h->frame_lists[li], &it, &n);
     for (size_t k = 0; k < n && k < TC_TSNAP_MAX_FRAMES && !found; k++) {
-      char nb[TC_TSNAP_FRAME_TEXT + 4], fb[TC_TSNAP_FRAME_TEXT + 4];
-      const char *name = frame_text(tc_pv_get(it[k], "name"), nb), *file = frame_text(tc_pv_get(it[k], "filename"), fb);
-      read += (name ? strlen(name) : 0) + (file ? strlen(file) : 0) + 1;
+      frame_str nb, fb;
+      const frame_str *name = frame_text(tc_pv_get(it[k], "name"), &nb);
+      const frame_str *file = frame_text(tc_pv_get(it[k], "filename"), &fb);
+      read += (name ? name->len : 0) + (file ? file->len : 0) + 1;
       found = library_text(name) || library_text(file);
     }
     tcuda_status s = tc_tsnap_spend(h, "stack frames", read);

@@ -74,6 +74,17 @@ def frames_shared(path):
     dump(path, snapshot([e] * 30000))
 
 
+def frames_nul(path):
+    """A frame name holding a NUL byte (Python strings may): shown whole."""
+    frames = [{"name": "run\x00step", "filename": "train.py", "line": 7}]
+    dump(path, snapshot([ent("alloc", BASE, 8 * GIB, frames=frames)]))
+
+
+def first_oom_frame_nul(out):
+    fr = json.loads(out)["configs"][0]["first_oom"]["frames"]
+    return None if fr and fr[0]["name"] == "run\x00step" else "the frame's name is %r" % (fr and fr[0]["name"])
+
+
 def segments_shared(path):
     """One segment listed many times, its blocks list naming one
     block many times."""
@@ -185,6 +196,8 @@ def first_oom_frames_capped(out):
 CASES = [
     Case("frames_shared", frames_shared, ["whatif", "--json", "--capacity", "4GiB", "--config", ""], 0, None,
          20, 300, check=first_oom_frames_capped),
+    Case("frames_nul", frames_nul, ["whatif", "--json", "--capacity", "4GiB", "--config", ""], 0, None, 10, 200,
+         check=first_oom_frame_nul),
     Case("segments_shared", segments_shared, ["whatif"], 1,
          r"segment at 0x7f0000000000 .*listed twice", 10, 200),
     Case("blocks_list_shared", blocks_list_shared, ["whatif"], 1, r"needs more work than its budget", 10, 200),
