@@ -14,6 +14,7 @@
  * torch's free_completed entries were. */
 #include "backend_wrap.h"
 #include "core/core.h"
+#include "core/table.h"
 #include "inspect/history.h"
 #include "inspect/report.h"
 #include "torchsnap.h"
@@ -22,10 +23,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 typedef struct {
   uint64_t addr, size;
 } range;
+
+/* A multiset of ranges (recorded segment frees the replay has not made
+ * yet, and the reverse). A file can repeat one segment_free any number of
+ * times for 2 bytes each, so matching one must not scan the others: each
+ * (addr, size) hashes to a chain of its entries, newest first. */
+typedef struct {
+  uint64_t addr, size;
+  uint32_t next; /* the next entry of the chain, index + 1; 0: none */
+} rnode;
+
+typedef struct {
+  rnode *v;
+  size_t n, cap, live; /* entries made, room, entries in the set */
+  uint32_t free;       /* entries taken out, chained through next */
+  tc_u64map head;      /* hash -> the chain's newest entry, index + 1 */
+} rset;
 
 struct hr;
 typedef struct hr {
@@ -45,8 +61,7 @@ typedef struct hr {
   int placing; /* the segment_alloc under way was given torch's address */
   /* exact mode: recorded segment frees the replay has not made yet, and
    * frees the replay made that the history has not shown yet */
-  range *pend, *early;
-  size_t npend, cap_pend, nearly, cap_early;
+  rset pend, early;
   int seg_alloc_since_free;
   int start_oom;           /* the starting state did not fit */
   uint64_t segment_calls;
@@ -63,33 +78,66 @@ typedef struct hr {
 /* ---- the backend: the simulator, placed as torch was, with events that
  * complete where the history says ---- */
 
-static int take(range *v, size_t *n, uint64_t addr, uint64_t size) {
-  for (size_t i = 0; i < *n; i++) {
-    if (v[i].addr == addr && v[i].size == size) {
-      v[i] = v[--*n];
-      return 1;
-    }
+static uint64_t rkey(uint64_t addr, uint64_t size) {
+  uint64_t k = addr ^ (size * 0x9e3779b97f4a7c15ULL);
+  k ^= k >> 31;
+  k *= 0xbf58476d1ce4e5b9ULL;
+  return k ^ (k >> 29);
+}
+
+static int rset_push(rset *s, uint64_t addr, uint64_t size) {
+  uint32_t i = s->free;
+  if (i) {
+    s->free = s->v[i - 1].next;
+  } else {
+    if (s->n >= UINT32_MAX || !tc_grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v)) return 0;
+    i = (uint32_t)++s->n;
+  }
+  uint64_t k = rkey(addr, size), *h = tc_u64map_get(&s->head, k);
+  s->v[i - 1] = (rnode){addr, size, h ? (uint32_t)*h : 0};
+  if (!tc_u64map_put(&s->head, k, i)) {
+    s->v[i - 1].next = s->free;
+    s->free = i;
+    return 0;
+  }
+  s->live++;
+  return 1;
+}
+
+static int rset_take(rset *s, uint64_t addr, uint64_t size) {
+  uint64_t k = rkey(addr, size), *h = tc_u64map_get(&s->head, k);
+  uint32_t prev = 0;
+  for (uint32_t i = h ? (uint32_t)*h : 0; i; prev = i, i = s->v[i - 1].next) {
+    rnode *e = &s->v[i - 1];
+    if (e->addr != addr || e->size != size) continue;
+    if (prev) s->v[prev - 1].next = e->next;
+    else if (e->next) *h = e->next;
+    else tc_u64map_del(&s->head, k);
+    e->next = s->free;
+    s->free = i;
+    s->live--;
+    return 1;
   }
   return 0;
 }
 
-static int push(range **v, size_t *n, size_t *cap, uint64_t addr, uint64_t size) {
-  if (*n == *cap) {
-    size_t nc = *cap ? *cap * 2 : 16;
-    range *nv = realloc(*v, nc * sizeof *nv);
-    if (!nv) return 0;
-    *v = nv;
-    *cap = nc;
-  }
-  (*v)[(*n)++] = (range){addr, size};
-  return 1;
+static void rset_clear(rset *s) {
+  tc_u64map_free(&s->head);
+  s->n = s->live = 0;
+  s->free = 0;
+}
+
+static void rset_free(rset *s) {
+  tc_u64map_free(&s->head);
+  free(s->v);
+  memset(s, 0, sizeof *s);
 }
 
 /* A segment free (or unmap) the replay made: it answers a recorded one, or
  * waits for it. */
 static void replay_freed(hr *r, uint64_t addr, uint64_t size) {
-  if (r->o->exact != 1 || take(r->pend, &r->npend, addr, size)) return;
-  if (!push(&r->early, &r->nearly, &r->cap_early, addr, size)) r->diverged++;
+  if (r->o->exact != 1 || rset_take(&r->pend, addr, size)) return;
+  if (!rset_push(&r->early, addr, size)) r->diverged++;
 }
 
 static tcuda_status w_before_alloc(void *c, uint64_t size) {
@@ -402,8 +450,7 @@ static tcuda_status run_ops(hr *r, tc_tsrun_result *res, const tc_alloc_config *
       switch (op->kind) {
       case HOP_SEG_FREE:
       case HOP_SEG_UNMAP:
-        if (!take(r->early, &r->nearly, op->addr, op->size) &&
-            !push(&r->pend, &r->npend, &r->cap_pend, op->addr, op->size))
+        if (!rset_take(&r->early, op->addr, op->size) && !rset_push(&r->pend, op->addr, op->size))
           return oom(r->func);
         r->seg_alloc_since_free = 0;
         break;
@@ -414,7 +461,7 @@ static tcuda_status run_ops(hr *r, tc_tsrun_result *res, const tc_alloc_config *
       case HOP_FREE_DONE:
         break;
       default:
-        if (r->npend && !((op->kind == HOP_ALLOC || op->kind == HOP_OOM) && policy_may_free(r, op, cfg, allowed))) {
+        if (r->pend.live && !((op->kind == HOP_ALLOC || op->kind == HOP_OOM) && policy_may_free(r, op, cfg, allowed))) {
           op->flags |= HOP_F_EMPTY_BEFORE;
           res->inferred_empty++;
         }
@@ -423,9 +470,9 @@ static tcuda_status run_ops(hr *r, tc_tsrun_result *res, const tc_alloc_config *
     if ((op->flags & HOP_F_EMPTY_BEFORE) || ((op->flags & HOP_F_CAPTURE) && !empty_since_alloc)) {
       if ((s = tc_alloc_empty_cache(r->a))) break;
       empty_since_alloc = 1;
-      if (o->exact == 1 && r->npend) { /* frees that neither the policy nor empty_cache explain */
-        r->diverged += r->npend;
-        r->npend = 0;
+      if (o->exact == 1 && r->pend.live) { /* frees that neither the policy nor empty_cache explain */
+        r->diverged += r->pend.live;
+        rset_clear(&r->pend);
       }
     }
     switch (op->kind) {
@@ -555,7 +602,7 @@ tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *o,
     res->retries = (uint64_t)st.num_alloc_retries;
     res->ooms = (uint64_t)st.num_ooms;
     res->segment_calls = r.segment_calls;
-    res->diverged = r.diverged + r.npend + r.nearly;
+    res->diverged = r.diverged + r.pend.live + r.early.live;
   }
   if (r.a) tc_alloc_destroy(r.a);
   if (r.sim) tc_backend_sim_destroy(r.sim);
@@ -565,8 +612,8 @@ tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *o,
   free(r.pool_made);
   free(r.segs);
   free(r.maps);
-  free(r.pend);
-  free(r.early);
+  rset_free(&r.pend);
+  rset_free(&r.early);
   if (s) tc_tsrun_result_free(res);
   return s;
 }

@@ -93,6 +93,25 @@ def segments_shared(path):
     dump(path, snapshot([ent("free_requested", BASE + 4 * MIB, 512)], [seg] * 2000))
 
 
+def segment_frees_repeated(path):
+    """Many segments that an inferred empty_cache frees, then one
+    segment_free entry repeated a million times: each was matched against
+    every free the replay had made (and the list of them grew by one)."""
+    n, entries = 40000, []
+    for k in range(n):
+        a = BASE + k * 16 * MIB
+        entries += [{"action": "segment_alloc", "addr": a, "size": 12 * MIB},
+                    {"action": "alloc", "addr": a, "size": 12 * MIB}]
+    for k in range(n):
+        entries.append({"action": "free_requested", "addr": BASE + k * 16 * MIB, "size": 12 * MIB})
+    far = BASE + (n + 8) * 16 * MIB
+    entries += [{"action": "segment_free", "addr": far, "size": 12 * MIB},
+                {"action": "alloc", "addr": far + 32 * MIB, "size": 512}]
+    entries += [{"action": "segment_free", "addr": far + 64 * MIB, "size": 12 * MIB}] * 1000000
+    entries.append({"action": "alloc", "addr": far + 96 * MIB, "size": 512})
+    dump(path, snapshot(entries))
+
+
 def blocks_list_shared(path):
     """Many segments sharing one blocks list whose blocks carry no address
     (each then starts where the one before ended): every segment got a
@@ -200,6 +219,8 @@ CASES = [
          check=first_oom_frame_nul),
     Case("segments_shared", segments_shared, ["whatif"], 1,
          r"segment at 0x7f0000000000 .*listed twice", 10, 200),
+    Case("segment_frees_repeated", segment_frees_repeated, ["replay", "--simulate", "--capacity", "1TiB"], 0,
+         None, 10, 300),
     Case("blocks_list_shared", blocks_list_shared, ["whatif"], 1, r"needs more work than its budget", 10, 200),
     Case("blocks_dup", blocks_dup, ["whatif"], 1, r"block at 0x7f0000000000 .*listed twice", 10, 200),
     Case("segments_overlap", segments_overlap, ["whatif"], 1,
