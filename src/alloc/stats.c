@@ -29,6 +29,7 @@ void tc_alloc_reset_peak(tc_alloc *a) {
 #undef PEAK
   a->st.oversize_allocations.peak = a->st.oversize_allocations.current;
   a->st.oversize_segments.peak = a->st.oversize_segments.current;
+  tc_tcache_reset_peak(a);
   lk_unlock(&a->mu);
 }
 

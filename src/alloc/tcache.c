@@ -377,6 +377,21 @@ void tc_tcache_adjust(tc_alloc *a, tcuda_memory_stats_t *st) {
   }
 }
 
+void tc_tcache_reset_peak(tc_alloc *a) {
+  if (!a->tc_ever) return;
+  tcuda_memory_stats_t u = a->st;
+  tc_tcache_adjust(a, &u);
+  static const int slots[] = {TCUDA_STAT_ALL, TCUDA_STAT_SMALL_POOL};
+  for (int k = 0; k < 2; k++) {
+    int i = slots[k];
+    a->st.allocation[i].peak = u.allocation[i].current;
+    a->st.active[i].peak = u.active[i].current;
+    a->st.allocated_bytes[i].peak = u.allocated_bytes[i].current;
+    a->st.active_bytes[i].peak = u.active_bytes[i].current;
+    a->st.requested_bytes[i].peak = u.requested_bytes[i].current;
+  }
+}
+
 void tc_tcache_reset_accumulated(tc_alloc *a) {
   if (!a->tc_ever) return;
   sums(a, &a->tc_base[0], &a->tc_base[1]);

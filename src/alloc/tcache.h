@@ -70,6 +70,8 @@ void tc_tcache_forget(tc_alloc *a, tc_block *b);
 void tc_tcache_update(tc_alloc *a);
 /* Users' view of the counters: cached blocks count as freed. */
 void tc_tcache_adjust(tc_alloc *a, tcuda_memory_stats_t *st);
+/* After reset_peak: the peaks restart from the users' current values. */
+void tc_tcache_reset_peak(tc_alloc *a);
 void tc_tcache_reset_accumulated(tc_alloc *a);
 /* Hold every cache still, for a snapshot. */
 void tc_tcache_lock_all(tc_alloc *a);

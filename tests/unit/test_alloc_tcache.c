@@ -58,6 +58,11 @@ static void test_hit_and_stats(void) {
   /* the peak counts the reused block at its first request (4000, not
    * 3900): peaks may exceed the users' by what caches hold */
   CHECK_STAT(s.requested_bytes[TCUDA_STAT_ALL], 0, 8096, 11996, 11996);
+  tc_alloc_reset_peak(FX.a); /* restarts from the users' current, not the books' */
+  s = fx_stats();
+  CHECK_EQ_INT(s.allocated_bytes[TCUDA_STAT_ALL].peak, 0);
+  CHECK_EQ_INT(s.requested_bytes[TCUDA_STAT_SMALL_POOL].peak, 0);
+  CHECK_EQ_INT(s.reserved_bytes[TCUDA_STAT_ALL].peak, 4 * MiB); /* streams 0 and 5 */
   tc_alloc_reset_accumulated(FX.a);
   s = fx_stats();
   CHECK_EQ_INT(s.allocation[TCUDA_STAT_ALL].allocated, 0);
