@@ -355,8 +355,7 @@ static SLOW_PATH tcuda_status malloc_miss(tc_alloc *a, params *p, int cap) {
   tcuda_status s = TCUDA_SUCCESS;
   if (a->has_allowed && a->cfg.garbage_collection_threshold > 0 && (s = garbage_collect(a))) return s;
   int r = alloc_block(a, p, 0, &s);
-  if (r == 0 && a->tc_ever) { /* thread caches go back before anything is released */
-    tc_tcache_flush(a, UINT64_MAX);
+  if (r == 0 && a->tc_ever && tc_tcache_flush(a, UINT64_MAX) > 0) { /* before anything is released */
     p->block = NULL;
     p->in_tree = 0;
     r = get_free_block(a, p) ? 1 : alloc_block(a, p, 0, &s);
@@ -454,10 +453,8 @@ static SLOW_PATH int free_tcache(tc_alloc *a, uint64_t addr, tcuda_status *statu
   lk_lock(&a->mu);
   size_t slot = ht_slot(a, addr);
   tc_block *b = slot == SIZE_MAX ? NULL : a->ht[slot].b;
-  if (b && b->tcached) {
-    *status = tc_error(TCUDA_ERROR_INVALID_POINTER, "pointer 0x%llx was already freed (it is in a thread cache)",
-                       (unsigned long long)addr);
-  } else if (b) {
+  if (b && b->tcached) b = NULL; /* freed already: in a thread cache */
+  if (b) {
     tc_tcache_forget(a, b);
     *status = free_found(a, b, slot);
   }

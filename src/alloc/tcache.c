@@ -108,7 +108,7 @@ static void release(tc_alloc *a, tc_block *b) {
 }
 
 /* Device lock held: c's blocks on `stream` (all: UINT64_MAX) go back. */
-static void flush_one(tc_alloc *a, tc_tcache *c, uint64_t stream) {
+static int flush_one(tc_alloc *a, tc_tcache *c, uint64_t stream) {
   tc_block *out[TC_TCACHE_MAX_N];
   int k = 0, j = 0;
   lk_lock(&c->lk);
@@ -124,6 +124,7 @@ static void flush_one(tc_alloc *a, tc_tcache *c, uint64_t stream) {
   c->n = j;
   lk_unlock(&c->lk);
   for (int i = 0; i < k; i++) release(a, out[i]);
+  return k;
 }
 
 static void thread_exit(void *head) {
@@ -303,8 +304,10 @@ int tc_tcache_put(tc_alloc *a, uint64_t addr) {
 /* ------------------------------------------------------------------ */
 /* the device's lock held                                               */
 
-void tc_tcache_flush(tc_alloc *a, uint64_t stream) {
-  for (tc_tcache *c = a->tcs; c; c = c->next) flush_one(a, c, stream);
+int tc_tcache_flush(tc_alloc *a, uint64_t stream) {
+  int n = 0;
+  for (tc_tcache *c = a->tcs; c; c = c->next) n += flush_one(a, c, stream);
+  return n;
 }
 
 void tc_tcache_forget(tc_alloc *a, tc_block *b) {

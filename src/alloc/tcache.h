@@ -61,8 +61,8 @@ int tc_tcache_put(tc_alloc *a, uint64_t addr);
 /* ---- the device's lock held ---- */
 
 /* Return cached blocks to the pool: every thread's (stream UINT64_MAX) or
- * those of one stream. */
-void tc_tcache_flush(tc_alloc *a, uint64_t stream);
+ * those of one stream. Returns how many went back. */
+int tc_tcache_flush(tc_alloc *a, uint64_t stream);
 /* The lock path frees or records a stream on b: it leaves its thread's map. */
 void tc_tcache_forget(tc_alloc *a, tc_block *b);
 /* Recompute whether caches serve (config, trace, captures); a change to
