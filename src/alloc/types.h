@@ -16,7 +16,9 @@
  *  - allocated blocks in an open-addressing hash map addr -> block:
  *    blockmap.h;
  *  - block structs recycled through a free list, so the hot path does not
- *    call malloc once the caches are warm: block.h. */
+ *    call malloc once the caches are warm: block.h;
+ *  - under thread_cache:N, per-thread caches of freed small blocks, which
+ *    stay allocated in all of the above: tcache.h. */
 #ifndef TC_ALLOC_TYPES_H
 #define TC_ALLOC_TYPES_H
 #include "alloc/alloc.h"

@@ -423,4 +423,5 @@ static void test_stress_compact(void) { run_stress("thread_cache:4,policy:compac
 
 TC_MAIN(T(test_hit_and_stats), T(test_off_unchanged), T(test_not_cached), T(test_flush_empty_cache),
         T(test_flush_oom_first), T(test_flush_thread_exit), T(test_flush_stream_gone), T(test_flush_capture),
-        T(test_trace_bypasses), T(test_config_toggle), T(test_summary_header), T(test_stress), T(test_stress_expandable), T(test_stress_compact))
+        T(test_trace_bypasses), T(test_config_toggle), T(test_summary_header), T(test_stress),
+        T(test_stress_expandable), T(test_stress_compact))
