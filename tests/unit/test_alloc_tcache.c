@@ -5,6 +5,7 @@
 #include "test_alloc_policy_util.h"
 #include "../alloc_check.h"
 #include "inspect/report.h"
+#include "replay/whatif.h"
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -247,6 +248,45 @@ static void test_summary_header(void) {
   free(off);
 }
 
+/* The simulated form in the what-if replay: 8 blocks of 1 MiB (four 2 MiB
+ * small segments) freed, then 20 MiB (a 20 MiB segment). Default: peaks
+ * 28 MiB reserved and 20 MiB allocated; under a limit of 20 MiB the free
+ * small segments are released first, so min_limit is 20 MiB. Under
+ * thread_cache:8 the 8 blocks stay cached: peak allocated 28 MiB (the
+ * books'), and the search, which starts 8 MiB lower, still finds 20 MiB:
+ * the OOM path flushes the cache, then releases the segments. */
+static void test_whatif_row(void) {
+  static tc_tsop ops[17];
+  for (uint32_t k = 0; k < 8; k++) {
+    ops[k] = (tc_tsop){.kind = HOP_ALLOC, .slot = k, .size = MiB};
+    ops[8 + k] = (tc_tsop){.kind = HOP_FREE, .slot = k};
+  }
+  ops[16] = (tc_tsop){.kind = HOP_ALLOC, .slot = 8, .size = 20 * MiB};
+  tc_tsnap h;
+  memset(&h, 0, sizeof h);
+  h.ops = ops;
+  h.num_ops = 17;
+  h.num_slots = 9;
+  h.num_requests = 9;
+  tc_alloc_config_default(&h.cfg);
+  const char *confs[2] = {"", "thread_cache:8"};
+  const uint64_t peak_alloc[2] = {20 * MiB, 28 * MiB};
+  for (int v = 0; v < 2; v++) {
+    tc_whatif_row w;
+    memset(&w, 0, sizeof w);
+    CHECK_OK(tc_alloc_config_parse(confs[v], &w.cfg));
+    tcuda_whatif_options_t o = TCUDA_WHATIF_OPTIONS_INIT;
+    o.capacity = 8 * GiB;
+    tc_whatif_run_row("test", &h, &o, &w);
+    CHECK_OK(w.st);
+    CHECK_EQ_INT(w.res.peak_reserved, 28 * MiB);
+    CHECK_EQ_INT(w.res.peak_allocated, peak_alloc[v]);
+    CHECK_EQ_INT(w.have_min, 1);
+    CHECK_EQ_INT(w.min_limit, 20 * MiB);
+    tc_tsrun_result_free(&w.res);
+  }
+}
+
 /* ------------------------------------------------------------------ */
 /* 16 threads                                                           */
 
@@ -423,5 +463,5 @@ static void test_stress_compact(void) { run_stress("thread_cache:4,policy:compac
 
 TC_MAIN(T(test_hit_and_stats), T(test_off_unchanged), T(test_not_cached), T(test_flush_empty_cache),
         T(test_flush_oom_first), T(test_flush_thread_exit), T(test_flush_stream_gone), T(test_flush_capture),
-        T(test_trace_bypasses), T(test_config_toggle), T(test_summary_header), T(test_stress),
+        T(test_trace_bypasses), T(test_config_toggle), T(test_summary_header), T(test_whatif_row), T(test_stress),
         T(test_stress_expandable), T(test_stress_compact))
