@@ -8,6 +8,8 @@
 #include "replay/whatif.h"
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* State of the block at addr in a snapshot: -1 when no block starts there. */
 static int block_state_at(tc_alloc *a, uint64_t addr) {
@@ -146,6 +148,40 @@ static void test_flush_thread_exit(void) {
   CHECK(addr != 0);
   CHECK_EQ_INT(block_state_at(FX.a, addr), TCUDA_BLOCK_INACTIVE);
   check_books(FX.a, FX.sim, "thread_cache:4", NULL, 0, 0);
+  fx_teardown();
+}
+
+static pthread_barrier_t fork_bar;
+static void *cache_then_wait(void *v) {
+  uint64_t *addr = (uint64_t *)v;
+  if (tc_alloc_malloc(FX.a, 8192, 0, addr) || tc_alloc_free(FX.a, *addr)) *addr = 0;
+  pthread_barrier_wait(&fork_bar); /* main forks now */
+  pthread_barrier_wait(&fork_bar);
+  return NULL;
+}
+
+/* fork: the child has no thread to flush another thread's cache, yet its
+ * empty_cache returns that cache's blocks. */
+static void test_fork_child_flushes(void) {
+  fx_setup("thread_cache:4", TC_SIM_VA_DRIVER, 0, 0);
+  uint64_t addr = 0;
+  pthread_t t;
+  pthread_barrier_init(&fork_bar, NULL, 2);
+  CHECK_EQ_INT(pthread_create(&t, NULL, cache_then_wait, &addr), 0);
+  pthread_barrier_wait(&fork_bar);
+  CHECK(addr != 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int ok = block_state_at(FX.a, addr) == TCUDA_BLOCK_ACTIVE_ALLOCATED && !tc_alloc_empty_cache(FX.a) &&
+             tc_backend_sim_used(FX.sim) == 0;
+    _exit(ok ? 0 : 1);
+  }
+  int st = -1;
+  CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  pthread_barrier_wait(&fork_bar);
+  pthread_join(t, NULL);
+  pthread_barrier_destroy(&fork_bar);
   fx_teardown();
 }
 
@@ -462,6 +498,6 @@ static void test_stress_expandable(void) { run_stress("thread_cache:32,expandabl
 static void test_stress_compact(void) { run_stress("thread_cache:4,policy:compact"); }
 
 TC_MAIN(T(test_hit_and_stats), T(test_off_unchanged), T(test_not_cached), T(test_flush_empty_cache),
-        T(test_flush_oom_first), T(test_flush_thread_exit), T(test_flush_stream_gone), T(test_flush_capture),
+        T(test_flush_oom_first), T(test_flush_thread_exit), T(test_fork_child_flushes), T(test_flush_stream_gone), T(test_flush_capture),
         T(test_trace_bypasses), T(test_config_toggle), T(test_summary_header), T(test_whatif_row), T(test_stress),
         T(test_stress_expandable), T(test_stress_compact))
