@@ -178,6 +178,11 @@ tcuda_status tc_alloc_block_info(tc_alloc *a, uint64_t addr, uint64_t *block_add
         }
     }
   }
+  if (b && a->tc_ever) { /* freed into a thread cache: no live allocation */
+    tc_tcache_lock_all(a);
+    if (b->tcached) b = NULL;
+    tc_tcache_unlock_all(a);
+  }
   if (!b) {
     lk_unlock(&a->mu);
     return tc_error(TCUDA_ERROR_INVALID_POINTER, "pointer 0x%llx is not inside a live allocation of device %d",

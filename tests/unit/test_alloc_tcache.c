@@ -56,6 +56,8 @@ static void test_hit_and_stats(void) {
   F(q);
   F(r);
   CHECK_ERR(tc_alloc_free(FX.a, q), TCUDA_ERROR_INVALID_POINTER, "already freed");
+  CHECK_ERR(tc_alloc_block_info(FX.a, q, NULL, NULL, NULL, NULL), TCUDA_ERROR_INVALID_POINTER, "not inside a live");
+  CHECK_ERR(tc_alloc_record_stream(FX.a, q, 9), TCUDA_ERROR_INVALID_POINTER, "not a live allocation");
   s = fx_stats();
   CHECK_STAT(s.allocated_bytes[TCUDA_STAT_ALL], 0, 8192, 12288, 12288);
   /* the peak counts the reused block at its first request (4000, not
