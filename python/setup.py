@@ -59,9 +59,28 @@ def find_library():
     return _cmake_build()
 
 
+# Turns tcuda on under torch at `import torch` when TCUDA_TORCH_ALLOCATOR is
+# set (tcuda/torch_hook.py); reads one variable otherwise.
+HOOK_PTH = ("tcuda-torch-hook.pth",
+            b"import os; os.environ.get('TCUDA_TORCH_ALLOCATOR', '') not in ('', '0') and "
+            b"__import__('tcuda.torch_hook')\n")
+
+
+def header_files():
+    """(name in the package, path): tcuda.h, which tcuda.torch compiles its glue against."""
+    path = os.path.join(REPO, "include", "tcuda.h")
+    return [("include/tcuda.h", path)] if os.path.exists(path) else []
+
+
 class BuildPy(build_py):
     def run(self):
         super().run()
+        with open(os.path.join(self.build_lib, HOOK_PTH[0]), "wb") as f:
+            f.write(HOOK_PTH[1])
+        for name, path in header_files():
+            dest = os.path.join(self.build_lib, "tcuda", name)
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            shutil.copyfile(path, dest)
         lib = find_library()
         dest = os.path.join(self.build_lib, "tcuda", "libtcuda.so")
         if lib:
