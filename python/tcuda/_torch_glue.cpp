@@ -83,32 +83,43 @@ struct CtxRec {
   int64_t refs = 0;
 };
 
-std::mutex g_ctx_mu;
-std::unordered_map<uint64_t, CtxRec> g_ctx;
-uint64_t g_next_ctx = 1;
+// Never destroyed: torch frees tensors during interpreter exit, after this
+// file's static objects would be gone.
+struct CtxTable {
+  std::mutex mu;
+  std::unordered_map<uint64_t, CtxRec> map;
+  uint64_t next = 1;
+};
+CtxTable& ctxs() {
+  static CtxTable* t = new CtxTable;
+  return *t;
+}
 
 void ctx_retain(void*, uint64_t id) {
-  std::lock_guard<std::mutex> l(g_ctx_mu);
-  auto it = g_ctx.find(id);
-  if (it != g_ctx.end()) it->second.refs++;
+  CtxTable& t = ctxs();
+  std::lock_guard<std::mutex> l(t.mu);
+  auto it = t.map.find(id);
+  if (it != t.map.end()) it->second.refs++;
 }
 
 void ctx_release(void*, uint64_t id) {
   std::shared_ptr<c10::GatheredContext> dying; // destroyed after the unlock
+  CtxTable& t = ctxs();
   {
-    std::lock_guard<std::mutex> l(g_ctx_mu);
-    auto it = g_ctx.find(id);
-    if (it == g_ctx.end()) return;
+    std::lock_guard<std::mutex> l(t.mu);
+    auto it = t.map.find(id);
+    if (it == t.map.end()) return;
     if (--it->second.refs > 0) return;
     dying = std::move(it->second.ctx);
-    g_ctx.erase(it);
+    t.map.erase(it);
   }
 }
 
 uint64_t ctx_new(std::shared_ptr<c10::GatheredContext> ctx, std::string compile_context, std::string user_md) {
-  std::lock_guard<std::mutex> l(g_ctx_mu);
-  uint64_t id = g_next_ctx++;
-  CtxRec& r = g_ctx[id];
+  CtxTable& t = ctxs();
+  std::lock_guard<std::mutex> l(t.mu);
+  uint64_t id = t.next++;
+  CtxRec& r = t.map[id];
   r.ctx = std::move(ctx);
   r.compile_context = std::move(compile_context);
   r.user_metadata = std::move(user_md);
@@ -117,9 +128,10 @@ uint64_t ctx_new(std::shared_ptr<c10::GatheredContext> ctx, std::string compile_
 }
 
 CtxRec ctx_get(uint64_t id) {
-  std::lock_guard<std::mutex> l(g_ctx_mu);
-  auto it = g_ctx.find(id);
-  return it == g_ctx.end() ? CtxRec{} : it->second;
+  CtxTable& t = ctxs();
+  std::lock_guard<std::mutex> l(t.mu);
+  auto it = t.map.find(id);
+  return it == t.map.end() ? CtxRec{} : it->second;
 }
 
 // Sets the thread's history context for one allocator call, then restores it.
@@ -213,7 +225,10 @@ class TcudaAllocator : public CCA::CUDAAllocator {
     if (s == TCUDA_SUCCESS) // a nonzero request never gives torch NULL
       TORCH_CHECK(false, "tcuda (tcuda_malloc_on): no memory returned for ", n, " bytes");
     if (s == TCUDA_ERROR_OUT_OF_MEMORY) {
+      // torch's shape: the message starts "CUDA out of memory. Tried to allocate"
       std::string msg = last_error();
+      static const std::string pre = "tcuda_malloc_on: ";
+      if (msg.compare(0, pre.size(), pre) == 0) msg.erase(0, pre.size());
       int64_t allocated = 0, reserved = 0;
       (void)tcuda_memory_allocated(device, &allocated);
       (void)tcuda_memory_reserved(device, &reserved);
@@ -702,7 +717,8 @@ class TcudaAllocator : public CCA::CUDAAllocator {
   std::string name() override { return kName; }
 };
 
-std::shared_ptr<TcudaAllocator> g_alloc;
+// Never destroyed, as torch's own allocator: torch may call it during exit.
+TcudaAllocator* g_alloc = nullptr;
 
 void raw_deleter_fn(void* ptr) {
   // A deleter cannot throw: a failed free keeps tcuda's error for
@@ -713,7 +729,7 @@ void raw_deleter_fn(void* ptr) {
 // ---- installation ----
 
 bool installed() {
-  return g_alloc && CCA::allocator.load() == static_cast<CCA::CUDAAllocator*>(g_alloc.get());
+  return g_alloc && CCA::allocator.load() == static_cast<CCA::CUDAAllocator*>(g_alloc);
 }
 
 // Make tcuda torch's CUDA allocator. Refused (RuntimeError) when torch's
@@ -747,7 +763,7 @@ void install() {
             "tensor");
     }
   }
-  auto a = std::make_shared<TcudaAllocator>();
+  std::unique_ptr<TcudaAllocator> a(new TcudaAllocator);
   int id = -1;
   if (tcuda_oom_observer_add(&TcudaAllocator::on_oom, a.get(), &id) != TCUDA_SUCCESS)
     throw std::runtime_error("tcuda.torch: " + last_error());
@@ -755,10 +771,10 @@ void install() {
     (void)tcuda_oom_observer_remove(id);
     throw std::runtime_error("tcuda.torch: " + last_error());
   }
-  g_alloc = a; // kept for the life of the process, as torch keeps its own
-  CCA::allocator.store(a.get());
+  g_alloc = a.release();
+  CCA::allocator.store(g_alloc);
   // torch.accelerator's memory functions find the allocator through c10's registry
-  c10::SetAllocator(c10::kCUDA, a.get(), UINT8_MAX);
+  c10::SetAllocator(c10::kCUDA, g_alloc, UINT8_MAX);
 }
 
 } // namespace tcuda_glue
