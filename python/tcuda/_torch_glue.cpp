@@ -686,13 +686,17 @@ class TcudaAllocator : public CCA::CUDAAllocator {
       obs = self->observers;
     }
     if (obs.empty()) return;
+    // torch's arguments: the request, the limit (the fraction's, if set,
+    // else the device's memory) and the device's free memory
     size_t free_b = 0, total = 0;
     if (tcuda_mem_get_info(device, &free_b, &total)) tcuda_clear_error();
-    (void)requested;
-    size_t allocated = stats ? static_cast<size_t>(stats->allocated_bytes[TCUDA_STAT_ALL].current) : 0;
+    double fraction = 1.0;
+    if (tcuda_get_per_process_memory_fraction(device, &fraction)) tcuda_clear_error();
+    size_t limit = fraction < 1.0 ? static_cast<size_t>(fraction * static_cast<double>(total)) : total;
+    (void)stats;
     for (auto& o : obs) {
       try {
-        o(device, allocated, total, free_b);
+        o(device, requested, limit, free_b);
       } catch (...) {
         // an observer's failure must not replace the OOM the caller gets
       }

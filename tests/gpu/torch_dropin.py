@@ -340,6 +340,35 @@ def refused(torch, mode, ctx):
     return {}
 
 
+@section
+def install_after_cuda_use(torch, mode, ctx):
+    """Runs once (in the native pass): fresh processes that turn tcuda on
+    too late, just in time, and through TCUDA_TORCH_ALLOCATOR."""
+    if mode != "native":
+        return {}
+    env = dict(os.environ)
+    env.pop("TCUDA_TORCH_ALLOCATOR", None)
+
+    def py(code, extra=None):
+        e = dict(env, **(extra or {}))
+        return subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=300)
+
+    late = py("import torch, tcuda.torch as tt\nx = torch.ones(1, device='cuda')\n"
+              "try:\n    tt.install()\nexcept tt.InstallError as e:\n    print('refused:', e)\n"
+              "print(torch.cuda.get_allocator_backend(), float(x.sum()))")
+    assert "refused:" in late.stdout and "already in use" in late.stdout, late.stdout + late.stderr[-2000:]
+    assert late.stdout.strip().endswith("native 1.0"), late.stdout
+    # CUDA initialised but no memory yet: still in time
+    early = py("import torch, tcuda, tcuda.torch as tt\ntorch.cuda.init(); torch.cuda.current_device()\n"
+               "tt.install()\nx = torch.ones(1 << 20, device='cuda')\n"
+               "print(torch.cuda.get_allocator_backend(), tcuda.memory_allocated() == torch.cuda.memory_allocated() > 0)")
+    assert early.stdout.strip() == "tcuda True", early.stdout + early.stderr[-2000:]
+    hook = py("import tcuda.torch_hook\nimport torch\nx = torch.ones(4, device='cuda')\n"
+              "print(torch.cuda.get_allocator_backend())", {"TCUDA_TORCH_ALLOCATOR": "1"})
+    assert hook.stdout.strip() == "tcuda", hook.stdout + hook.stderr[-2000:]
+    return {}
+
+
 # ---- the driver ----
 
 def run_mode(mode, only, tmp, cli):
