@@ -59,17 +59,16 @@ def find_library():
     return _cmake_build()
 
 
-# Turns tcuda on under torch at `import torch` when TCUDA_TORCH_ALLOCATOR is
-# set (tcuda/torch_hook.py); reads one variable otherwise.
-HOOK_PTH = ("tcuda-torch-hook.pth",
-            b"import os; os.environ.get('TCUDA_TORCH_ALLOCATOR', '') not in ('', '0') and "
-            b"__import__('tcuda.torch_hook')\n")
+def _extras():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("tcuda_extras", os.path.join(HERE, "_build", "tcuda_extras.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
-def header_files():
-    """(name in the package, path): tcuda.h, which tcuda.torch compiles its glue against."""
-    path = os.path.join(REPO, "include", "tcuda.h")
-    return [("include/tcuda.h", path)] if os.path.exists(path) else []
+HOOK_PTH = _extras().HOOK_PTH
+header_files = _extras().header_files
 
 
 class BuildPy(build_py):

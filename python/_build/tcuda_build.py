@@ -125,7 +125,8 @@ def _package_sources():
 
 
 def _setup_module():
-    spec = importlib.util.spec_from_file_location("tcuda_setup", os.path.join(HERE, "setup.py"))
+    """The extra files (the torch hook's .pth, tcuda.h); needs no setuptools."""
+    spec = importlib.util.spec_from_file_location("tcuda_extras", os.path.join(HERE, "_build", "tcuda_extras.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -204,7 +205,7 @@ def get_requires_for_build_sdist(config_settings=None):
 
 def build_sdist(sdist_directory, config_settings=None):
     base = "tcuda-%s" % _version()
-    members = ["pyproject.toml", "setup.py", "README.md", "_build/tcuda_build.py"] + \
+    members = ["pyproject.toml", "setup.py", "README.md", "_build/tcuda_build.py", "_build/tcuda_extras.py"] + \
         ["tcuda/" + n for n in _package_sources()]
     name = base + ".tar.gz"
 

@@ -223,7 +223,7 @@ def test_pth_line(tmp_path):
     """The .pth line the wheel installs: imports the hook only when the variable is on."""
     sys.path.insert(0, PKG)
     try:
-        spec = importlib.util.spec_from_file_location("tcuda_setup_t", os.path.join(PKG, "setup.py"))
+        spec = importlib.util.spec_from_file_location("tcuda_extras_t", os.path.join(PKG, "_build", "tcuda_extras.py"))
         setup = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(setup)
     finally:
