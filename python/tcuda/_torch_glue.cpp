@@ -80,6 +80,7 @@ struct CtxRec {
   std::shared_ptr<c10::GatheredContext> ctx;
   std::string compile_context;
   std::string user_metadata;
+  bool in_trace = false; // torch keeps these frames on trace entries too, not only on the block
   int64_t refs = 0;
 };
 
@@ -115,12 +116,14 @@ void ctx_release(void*, uint64_t id) {
   }
 }
 
-uint64_t ctx_new(std::shared_ptr<c10::GatheredContext> ctx, std::string compile_context, std::string user_md) {
+uint64_t ctx_new(std::shared_ptr<c10::GatheredContext> ctx, bool in_trace, std::string compile_context,
+                 std::string user_md) {
   CtxTable& t = ctxs();
   std::lock_guard<std::mutex> l(t.mu);
   uint64_t id = t.next++;
   CtxRec& r = t.map[id];
   r.ctx = std::move(ctx);
+  r.in_trace = in_trace;
   r.compile_context = std::move(compile_context);
   r.user_metadata = std::move(user_md);
   r.refs = 1; // the caller's
@@ -171,6 +174,7 @@ class TcudaAllocator : public CCA::CUDAAllocator {
   std::string user_metadata;
   std::vector<Annotation> annotations;
   std::unordered_map<void*, uint64_t> live; // block -> context of its allocation (STATE and up)
+  std::atomic<size_t> live_n{0};              // live.size(), read without the lock
 
   std::mutex obs_mu;
   std::vector<CCA::OutOfMemoryObserver> observers;
@@ -184,7 +188,11 @@ class TcudaAllocator : public CCA::CUDAAllocator {
     if (!history.load(std::memory_order_relaxed)) return 0;
     std::shared_ptr<c10::GatheredContext> ctx;
     auto fn = recorder.load();
-    if (fn && when.load() >= static_cast<int>(level)) ctx = fn();
+    int w = when.load();
+    if (fn && w >= static_cast<int>(level)) ctx = fn();
+    // as torch: an allocation's frames go on its trace entry from "alloc" up
+    // (on the block from "state" up); a free's are gathered only for "all"
+    bool in_trace = w >= static_cast<int>(CDA::RecordContext::ALLOC);
     std::string cc = t_compile_context.empty() ? std::string() : t_compile_context.back();
     std::string md;
     {
@@ -192,7 +200,7 @@ class TcudaAllocator : public CCA::CUDAAllocator {
       md = user_metadata;
     }
     if (!ctx && cc.empty() && md.empty()) return 0;
-    return ctx_new(std::move(ctx), std::move(cc), std::move(md));
+    return ctx_new(std::move(ctx), in_trace, std::move(cc), std::move(md));
   }
 
   void* malloc_on(size_t n, int device, cudaStream_t stream) {
@@ -214,6 +222,7 @@ class TcudaAllocator : public CCA::CUDAAllocator {
           ctx = o;
         } else {
           live.emplace(p, ctx);
+          live_n.store(live.size(), std::memory_order_relaxed);
           ctx = 0;
         }
       }
@@ -254,13 +263,15 @@ class TcudaAllocator : public CCA::CUDAAllocator {
     uint64_t ctx = 0, block_ctx = 0;
     int device = -1;
     bool profiling = c10::memoryProfilingEnabled();
-    if (history.load(std::memory_order_relaxed)) {
-      ctx = gather(CDA::RecordContext::ALL);
+    if (history.load(std::memory_order_relaxed)) ctx = gather(CDA::RecordContext::ALL);
+    // blocks allocated while history was on keep their context until freed
+    if (live_n.load(std::memory_order_relaxed)) {
       std::lock_guard<std::mutex> l(hist_mu);
       auto it = live.find(p);
       if (it != live.end()) {
         block_ctx = it->second;
         live.erase(it);
+        live_n.store(live.size(), std::memory_order_relaxed);
       }
     }
     if (C10_UNLIKELY(profiling)) (void)tcuda_device_of(p, &device);
@@ -417,11 +428,9 @@ class TcudaAllocator : public CCA::CUDAAllocator {
     CCA::SnapshotInfo out;
     bool any_pool = mempool_id.first == 0 && mempool_id.second == 0;
     std::unordered_map<uint64_t, uint64_t> live_copy;
-    int level;
     {
       std::lock_guard<std::mutex> l(hist_mu);
       for (auto& kv : live) live_copy.emplace(reinterpret_cast<uint64_t>(kv.first), kv.second);
-      level = when.load();
     }
     each_segment(-1, [&](const tcuda_segment_info_t& g) {
       if (!any_pool && (g.pool_id[0] != mempool_id.first || g.pool_id[1] != mempool_id.second)) return;
@@ -443,7 +452,7 @@ class TcudaAllocator : public CCA::CUDAAllocator {
         bi.requested_size = b.requested_size;
         bi.allocated = b.state == TCUDA_BLOCK_ACTIVE_ALLOCATED;
         bi.active = b.state != TCUDA_BLOCK_INACTIVE;
-        if (bi.active && level >= static_cast<int>(CDA::RecordContext::STATE)) {
+        if (bi.active) {
           auto it = live_copy.find(b.address);
           if (it != live_copy.end()) bi.context_when_allocated = ctx_get(it->second).ctx;
         }
@@ -451,12 +460,12 @@ class TcudaAllocator : public CCA::CUDAAllocator {
       }
       out.segments.push_back(std::move(si));
     });
-    if (include_traces) traces(out, level);
+    if (include_traces) traces(out);
     config(out.config_metadata);
     return out;
   }
 
-  void traces(CCA::SnapshotInfo& out, int level) {
+  void traces(CCA::SnapshotInfo& out) {
     int n = tcuda_device_count();
     std::vector<std::string> skip;
     std::vector<Annotation> ann;
@@ -482,10 +491,7 @@ class TcudaAllocator : public CCA::CUDAAllocator {
         const char* name = tcuda_history_action_name(x.action);
         if (skipped(name)) continue;
         CtxRec r = x.context ? ctx_get(x.context) : CtxRec{};
-        // torch keeps trace stacks from "alloc" up; frees only with "all"
-        bool keep = level >= static_cast<int>(CDA::RecordContext::ALLOC);
-        if (x.action == TCUDA_HISTORY_FREE_REQUESTED || x.action == TCUDA_HISTORY_FREE_COMPLETED)
-          keep = level >= static_cast<int>(CDA::RecordContext::ALL);
+        bool keep = r.in_trace;
         CDA::TraceEntry te(static_cast<CDA::TraceEntry::Action>(x.action), static_cast<DeviceIndex>(d), x.addr,
                            x.size, reinterpret_cast<void*>(static_cast<intptr_t>(x.stream)), MempoolId_t{0, 0}, 0,
                            keep ? r.ctx : nullptr, r.compile_context, r.user_metadata);
@@ -641,10 +647,11 @@ class TcudaAllocator : public CCA::CUDAAllocator {
       max_entries = alloc_trace_max_entries;
       if (clearHistory || !enabled) annotations.clear();
     }
+    // torch's default is sys.maxsize: no limit, which is tcuda's 0
+    size_t max = alloc_trace_max_entries > (size_t{1} << 40) ? 0 : alloc_trace_max_entries;
     for (int d = 0; d < n; d++) {
       if (clearHistory || !enabled) check(tcuda_memory_record_history(d, 0, 0, 0), "tcuda_memory_record_history");
-      if (enabled)
-        check(tcuda_memory_record_history(d, 1, alloc_trace_max_entries, 0), "tcuda_memory_record_history");
+      if (enabled) check(tcuda_memory_record_history(d, 1, max, 0), "tcuda_memory_record_history");
     }
     recorder.store(enabled ? context_recorder : nullptr);
     when.store(enabled ? static_cast<int>(when_) : 0);
