@@ -381,6 +381,10 @@ def run_mode(mode, only, tmp, cli):
     for fn in SECTIONS:
         if only and fn.__name__ not in only:
             continue
+        # the same starting cache for both allocators (an OOM, which only the
+        # tcuda pass provokes in oom_snapshot_env, flushes the cache)
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
         try:
             results[fn.__name__] = {"ok": True, "values": fn(torch, mode, ctx)}
         except Exception:
