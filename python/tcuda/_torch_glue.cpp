@@ -633,7 +633,10 @@ class TcudaAllocator : public CCA::CUDAAllocator {
            "it restores torch's own allocator's block structures, which tcuda does not have");
   }
   void attachAllocatorTraceTracker(CCA::AllocatorTraceTracker) override {
-    refuse("attachAllocatorTraceTracker", "tcuda's trace hook runs under its lock and is not exposed");
+    // Accepted and never called: tcuda's trace hook is not public. Its one
+    // user in torch, NCCL's optional buffer registration
+    // (TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK), then registers only
+    // the segments it finds in snapshot() when its communicator starts.
   }
 
   // ---- history ----
