@@ -179,6 +179,12 @@ class TcudaAllocator : public CCA::CUDAAllocator {
   std::mutex obs_mu;
   std::vector<CCA::OutOfMemoryObserver> observers;
 
+  // sizes of blocks allocated while torch's profiler watched, for the
+  // negative report at their free (libtcuda has no size-of-pointer query)
+  std::mutex prof_mu;
+  std::unordered_map<void*, int64_t> prof_sizes;
+  std::atomic<size_t> prof_n{0};
+
   std::mutex route_mu;
   std::map<std::pair<int, MempoolId_t>, std::unique_ptr<std::function<bool(cudaStream_t)>>> routes;
 
@@ -227,7 +233,14 @@ class TcudaAllocator : public CCA::CUDAAllocator {
         }
       }
       if (ctx) ctx_release(nullptr, ctx);
-      if (C10_UNLIKELY(c10::memoryProfilingEnabled())) report(p, static_cast<int64_t>(n), device);
+      if (C10_UNLIKELY(c10::memoryProfilingEnabled())) {
+        {
+          std::lock_guard<std::mutex> l(prof_mu);
+          prof_sizes[p] = static_cast<int64_t>(n);
+          prof_n.store(prof_sizes.size(), std::memory_order_relaxed);
+        }
+        report(p, static_cast<int64_t>(n), device);
+      }
       return p;
     }
     if (ctx) ctx_release(nullptr, ctx);
@@ -262,7 +275,7 @@ class TcudaAllocator : public CCA::CUDAAllocator {
     if (!p) return true;
     uint64_t ctx = 0, block_ctx = 0;
     int device = -1;
-    bool profiling = c10::memoryProfilingEnabled();
+    int64_t prof_size = 0;
     if (history.load(std::memory_order_relaxed)) ctx = gather(CDA::RecordContext::ALL);
     // blocks allocated while history was on keep their context until freed
     if (live_n.load(std::memory_order_relaxed)) {
@@ -274,7 +287,16 @@ class TcudaAllocator : public CCA::CUDAAllocator {
         live_n.store(live.size(), std::memory_order_relaxed);
       }
     }
-    if (C10_UNLIKELY(profiling)) (void)tcuda_device_of(p, &device);
+    if (C10_UNLIKELY(prof_n.load(std::memory_order_relaxed))) {
+      std::lock_guard<std::mutex> l(prof_mu);
+      auto it = prof_sizes.find(p);
+      if (it != prof_sizes.end()) {
+        prof_size = it->second;
+        prof_sizes.erase(it);
+        prof_n.store(prof_sizes.size(), std::memory_order_relaxed);
+      }
+    }
+    if (C10_UNLIKELY(prof_size)) (void)tcuda_device_of(p, &device);
     tcuda_status s;
     {
       ThreadContext tc(ctx);
@@ -282,7 +304,7 @@ class TcudaAllocator : public CCA::CUDAAllocator {
     }
     if (ctx) ctx_release(nullptr, ctx);
     if (block_ctx) ctx_release(nullptr, block_ctx);
-    if (C10_UNLIKELY(profiling) && device >= 0 && s == TCUDA_SUCCESS) report(p, 0, device);
+    if (C10_UNLIKELY(prof_size) && device >= 0 && s == TCUDA_SUCCESS) report(p, -prof_size, device);
     return s == TCUDA_SUCCESS;
   }
 
