@@ -140,7 +140,8 @@ def oom_snapshot_env(torch, mode, ctx):
 
 @section
 def history_snapshot(torch, mode, ctx):
-    torch.cuda.memory._record_memory_history(max_entries=100000)
+    # Python frames only: symbolizing C++ frames (addr2line over libtorch) takes minutes
+    torch.cuda.memory._record_memory_history(max_entries=100000, stacks="python")
     torch.cuda.memory._set_memory_metadata("step-7")
 
     def alloc_here():
