@@ -180,6 +180,25 @@ def history_snapshot(torch, mode, ctx):
 
 
 @section
+def history_state_mode(torch, mode, ctx):
+    """context="state": frames on live blocks only, no trace stacks."""
+    torch.cuda.memory._record_memory_history(enabled="state", context="state", stacks="python")
+
+    def alloc_state():
+        return torch.empty(7 * MiB, dtype=torch.uint8, device="cuda")
+
+    a = alloc_state()
+    snap = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    live = [blk for seg in snap["segments"] for blk in seg["blocks"] if blk["state"] == "active_allocated"]
+    with_frames = any("alloc_state" in [f["name"] for f in blk.get("frames", [])] for blk in live)
+    trace_frames = sum(1 for t in snap["device_traces"][0] if t.get("frames"))
+    del a
+    assert with_frames
+    return {"live_frames": with_frames, "trace_entries": len(snap["device_traces"][0]), "trace_frames": trace_frames}
+
+
+@section
 def empty_cache_and_raw(torch, mode, ctx):
     torch.cuda.empty_cache()
     base = torch.cuda.memory_reserved()
