@@ -19,11 +19,10 @@
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 #include <cuda_runtime_api.h>
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -815,16 +814,35 @@ void install() {
 
 } // namespace tcuda_glue
 
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.doc() = "tcuda's CUDAAllocator for torch (built by tcuda.torch)";
-  m.def("install", &tcuda_glue::install, "Make tcuda torch's CUDA allocator");
-  m.def("installed", &tcuda_glue::installed, "True once tcuda is torch's CUDA allocator");
-  m.def("current_allocator_name", []() {
-    auto* a = c10::cuda::CUDACachingAllocator::allocator.load();
-    return a ? a->name() : std::string();
-  });
-  m.def("current_allocator_initialized", []() {
-    auto* a = c10::cuda::CUDACachingAllocator::allocator.load();
-    return a ? a->initialized() : false;
-  });
+// The glue's own entry points, called from tcuda/torch.py through ctypes
+// (a plain library: building it needs no Python headers). Exceptions stop
+// here; a refusal's message goes to err.
+extern "C" {
+
+__attribute__((visibility("default"))) int tcuda_glue_install(char* err, size_t errlen) {
+  try {
+    tcuda_glue::install();
+    return 0;
+  } catch (const std::exception& e) {
+    if (err && errlen) std::snprintf(err, errlen, "%s", e.what());
+  } catch (...) {
+    if (err && errlen) std::snprintf(err, errlen, "tcuda.torch: install failed");
+  }
+  return 1;
 }
+
+__attribute__((visibility("default"))) int tcuda_glue_installed(void) { return tcuda_glue::installed() ? 1 : 0; }
+
+// torch's current CUDA allocator: its name() into buf, and whether it is initialized.
+__attribute__((visibility("default"))) int tcuda_glue_current_allocator(char* buf, size_t len) {
+  auto* a = c10::cuda::CUDACachingAllocator::allocator.load();
+  if (!a) return -1;
+  try {
+    if (buf && len) std::snprintf(buf, len, "%s", a->name().c_str());
+    return a->initialized() ? 1 : 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
+} // extern "C"

@@ -103,7 +103,8 @@ def _locked(path):
 
 def build(verbose=False):
     """Compile the glue against the installed torch (or load it from the
-    cache) and return the extension module; installs nothing, needs no GPU.
+    cache) and return it (install(), installed(), current_allocator_name());
+    installs nothing, needs no GPU.
     Raises InstallError for a missing or unsupported torch, or a failed
     build."""
     global _MODULE
@@ -142,18 +143,51 @@ def build(verbose=False):
     from torch.utils import cpp_extension
     with _locked(os.path.join(out, "build.lock")):
         try:
-            mod = cpp_extension.load(
+            # a plain shared library, not a Python module: no Python headers needed
+            cpp_extension.load(
                 name="tcuda_torch_glue", sources=[GLUE_SOURCE], extra_include_paths=incs,
                 extra_cflags=["-O2", "-std=c++17"],
                 # no .cu sources: this only keeps torch from asking a GPU for its arch
                 extra_cuda_cflags=["-gencode=arch=compute_90,code=sm_90"],
                 extra_ldflags=[lib, "-Wl,-rpath," + os.path.dirname(lib)],
-                build_directory=out, with_cuda=True, verbose=verbose, is_python_module=True)
+                build_directory=out, with_cuda=True, verbose=verbose, is_python_module=False)
         except Exception as e:  # the compiler's output is in the message
             text = str(e)
             raise InstallError("tcuda.torch: building the glue in %s failed: %s" % (out, text[-4000:])) from None
-    _MODULE = mod
-    return mod
+    _MODULE = _Glue(os.path.join(out, "tcuda_torch_glue.so"))
+    return _MODULE
+
+
+class _Glue:
+    """The built glue library (loaded by cpp_extension; ctypes finds the same instance)."""
+
+    def __init__(self, path):
+        import ctypes
+        self.__file__ = path
+        self._lib = ctypes.CDLL(path)
+        self._lib.tcuda_glue_install.restype = ctypes.c_int
+        self._lib.tcuda_glue_install.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        self._lib.tcuda_glue_installed.restype = ctypes.c_int
+        self._lib.tcuda_glue_current_allocator.restype = ctypes.c_int
+        self._lib.tcuda_glue_current_allocator.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+
+    def install(self):
+        import ctypes
+        err = ctypes.create_string_buffer(1024)
+        if self._lib.tcuda_glue_install(err, len(err)):
+            raise RuntimeError(err.value.decode("utf-8", "replace"))
+
+    def installed(self):
+        return bool(self._lib.tcuda_glue_installed())
+
+    def current_allocator_name(self):
+        import ctypes
+        buf = ctypes.create_string_buffer(256)
+        self._lib.tcuda_glue_current_allocator(buf, len(buf))
+        return buf.value.decode()
+
+    def current_allocator_initialized(self):
+        return self._lib.tcuda_glue_current_allocator(None, 0) == 1
 
 
 def is_installed():
