@@ -53,7 +53,9 @@ std::string last_error() {
 void check(tcuda_status s, const char* what) {
   if (s == TCUDA_SUCCESS) return;
   if (s == TCUDA_ERROR_OUT_OF_MEMORY) TORCH_CHECK_WITH(OutOfMemoryError, false, last_error());
-  TORCH_CHECK(false, "tcuda (", what, "): ", last_error());
+  std::string m = last_error(); // names the tcuda_* function already, unless empty
+  if (m.compare(0, 6, "tcuda_") == 0) TORCH_CHECK(false, "tcuda: ", m);
+  TORCH_CHECK(false, "tcuda: ", what, ": ", m);
 }
 
 [[noreturn]] void refuse(const char* what, const char* why) {
@@ -244,7 +246,7 @@ class TcudaAllocator : public CCA::CUDAAllocator {
     }
     if (ctx) ctx_release(nullptr, ctx);
     if (s == TCUDA_SUCCESS) // a nonzero request never gives torch NULL
-      TORCH_CHECK(false, "tcuda (tcuda_malloc_on): no memory returned for ", n, " bytes");
+      TORCH_CHECK(false, "tcuda: tcuda_malloc_on returned no memory for ", n, " bytes");
     if (s == TCUDA_ERROR_OUT_OF_MEMORY) {
       // torch's shape: the message starts "CUDA out of memory. Tried to allocate"
       std::string msg = last_error();
@@ -387,7 +389,7 @@ class TcudaAllocator : public CCA::CUDAAllocator {
     return malloc_on(nbytes, device, stream);
   }
   void raw_delete(void* ptr) override {
-    if (!free_ptr(ptr)) TORCH_CHECK(false, "tcuda (tcuda_free): ", last_error());
+    if (!free_ptr(ptr)) TORCH_CHECK(false, "tcuda: ", last_error());
   }
   void init(int) override {}
   double getMemoryFraction(DeviceIndex device) override {
