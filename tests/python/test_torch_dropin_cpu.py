@@ -271,6 +271,18 @@ def test_glue_compiles_against_torch(tmp_path):
             # the swap itself needs no GPU: torch then reports tcuda's allocator
             m.install()
             assert m.installed() and torch.cuda.get_allocator_backend() == 'tcuda'
+            # torch's own snapshot code runs on tcuda's (empty) state and pickles
+            import pickle
+            snap = torch.cuda.memory._snapshot()
+            assert snap['segments'] == [] and 'allocator_settings' in snap, snap
+            assert snap['allocator_settings']['PYTORCH_CUDA_ALLOC_CONF'].startswith('backend:native')
+            pickle.loads(pickle.dumps(snap))
+            # tcuda's errors reach Python as torch's RuntimeError
+            try:
+                torch._C._cuda_cudaCachingAllocator_raw_delete(12345)
+                raise SystemExit('no error for a foreign pointer')
+            except RuntimeError as e:
+                assert str(e).startswith('tcuda: tcuda_free: pointer 0x3039'), str(e)
         print('ok', m.__file__)
     """, [], {"TCUDA_TORCH_CACHE": cache})
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
