@@ -50,7 +50,9 @@ def install_state(torch, mode, ctx):
         # the same instance: tcuda's Python stats see torch's tensor
         assert tcuda.memory_allocated() == torch.cuda.memory_allocated() >= 3 * MiB, \
             (tcuda.memory_allocated(), torch.cuda.memory_allocated())
-        assert dict(tcuda.memory_stats()) == dict(torch.cuda.memory_stats())
+        mine, theirs = dict(tcuda.memory_stats()), dict(torch.cuda.memory_stats())
+        diff = {k: (mine.get(k), theirs.get(k)) for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k)}
+        assert not diff, "tcuda.memory_stats() != torch.cuda.memory_stats(): %s" % diff
         tcuda.torch.install()  # idempotent
         del x
     return out
