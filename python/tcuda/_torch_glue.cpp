@@ -401,7 +401,7 @@ class TcudaAllocator : public CCA::CUDAAllocator {
     check(tcuda_set_per_process_memory_fraction(fraction, device), "tcuda_set_per_process_memory_fraction");
   }
   std::vector<CCA::StreamSegmentSize> getExpandableSegmentSizes(DeviceIndex) override {
-    return {}; // torch uses it only for its own expandable segments' IPC export
+    return {}; // tcuda does not report its expandable segments per stream
   }
   void enable(bool value) override {
     if (!value) refuse("caching_allocator_enable(False)", "libtcuda has no uncached mode");
