@@ -5,6 +5,7 @@
  * (simulated allocator attached to device 0's history). */
 #include "test_alloc_policy_util.h"
 #include "inspect/history.h"
+#include <pthread.h>
 
 #define MAXID 64
 static int held[MAXID];
@@ -98,4 +99,42 @@ static void test_errors(void) {
   CHECK_EQ_INT(tcuda_history_set_thread_context(0), 5);
 }
 
-TC_MAIN(T(test_ids_and_balance), T(test_errors))
+/* Another thread's id does not leak into this thread's entries. */
+static void *tagged_alloc(void *arg) {
+  tcuda_history_set_thread_context(42);
+  *(uint64_t *)arg = M(3000, 0);
+  return NULL;
+}
+
+static void test_per_thread(void) {
+  fx_setup("", TC_SIM_VA_ASCENDING, 0, 0);
+  CHECK_OK(tc_history_record("t", 0, 1, 0, 0));
+  tc_history_attach(FX.a, 0, NULL);
+  uint64_t theirs = 0;
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, tagged_alloc, &theirs) == 0);
+  pthread_join(th, NULL);
+  uint64_t mine = M(3000, 0);
+  tcuda_history_entry_t *e = NULL;
+  size_t n = 0;
+  CHECK_OK(tc_history_entries("t", 0, &e, &n));
+  int seen_theirs = 0, seen_mine = 0;
+  for (size_t i = 0; i < n; i++)
+    if (e[i].action == TCUDA_HISTORY_ALLOC) {
+      if (e[i].addr == theirs) {
+        seen_theirs = 1;
+        CHECK_EQ_INT(e[i].context, 42);
+      }
+      if (e[i].addr == mine) {
+        seen_mine = 1;
+        CHECK_EQ_INT(e[i].context, 0);
+      }
+    }
+  CHECK(seen_theirs && seen_mine);
+  tcuda_memory_history_free(e);
+  CHECK_OK(tc_history_record("t", 0, 0, 0, 0));
+  tc_history_detach(FX.a);
+  fx_teardown();
+}
+
+TC_MAIN(T(test_ids_and_balance), T(test_errors), T(test_per_thread))
