@@ -79,7 +79,7 @@ inline tcuda_stream_t wrap(cudaStream_t raw, int device) {
 
 struct CtxRec {
   std::shared_ptr<c10::GatheredContext> ctx;
-  std::string compile_context;
+  std::string compile_context = "N/A"; // torch's value outside a compiled region
   std::string user_metadata;
   bool in_trace = false; // torch keeps these frames on trace entries too, not only on the block
   int64_t refs = 0;
@@ -186,6 +186,47 @@ class TcudaAllocator : public CCA::CUDAAllocator {
   std::unordered_map<void*, int64_t> prof_sizes;
   std::atomic<size_t> prof_n{0};
 
+  // torch.cuda.caching_allocator_enable(False): plain cudaMalloc/cudaFree,
+  // outside tcuda and its stats, as torch's uncached mode
+  std::atomic<bool> caching{true};
+  std::mutex unc_mu;
+  std::unordered_map<void*, int> uncached; // pointer -> device
+  std::atomic<size_t> unc_n{0};
+
+  void* malloc_uncached(size_t n, int device) {
+    c10::cuda::CUDAGuard g(static_cast<DeviceIndex>(device));
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, n);
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ", n,
+                       " bytes with the caching allocator disabled (torch.cuda.caching_allocator_enable(False)): "
+                       "cudaMalloc failed on GPU ", device);
+    }
+    C10_CUDA_CHECK(e);
+    std::lock_guard<std::mutex> l(unc_mu);
+    uncached[p] = device;
+    unc_n.store(uncached.size(), std::memory_order_relaxed);
+    return p;
+  }
+
+  // true when p was an uncached allocation (now freed)
+  bool free_uncached(void* p) {
+    int device = -1;
+    {
+      std::lock_guard<std::mutex> l(unc_mu);
+      auto it = uncached.find(p);
+      if (it == uncached.end()) return false;
+      device = it->second;
+      uncached.erase(it);
+      unc_n.store(uncached.size(), std::memory_order_relaxed);
+    }
+    c10::cuda::CUDAGuard g(static_cast<DeviceIndex>(device));
+    cudaError_t e = cudaFree(p);
+    if (e != cudaSuccess) (void)cudaGetLastError(); // a deleter cannot throw; the memory is gone either way
+    return true;
+  }
+
   std::mutex route_mu;
   std::map<std::pair<int, MempoolId_t>, std::unique_ptr<std::function<bool(cudaStream_t)>>> routes;
 
@@ -201,17 +242,19 @@ class TcudaAllocator : public CCA::CUDAAllocator {
     // (on the block from "state" up); a free's are gathered only for "all"
     bool in_trace = w >= static_cast<int>(CDA::RecordContext::ALLOC);
     std::string cc = t_compile_context.empty() ? std::string() : t_compile_context.back();
+    bool has_cc = !cc.empty();
     std::string md;
     {
       std::lock_guard<std::mutex> l(hist_mu);
       md = user_metadata;
     }
-    if (!ctx && cc.empty() && md.empty()) return 0;
-    return ctx_new(std::move(ctx), in_trace, std::move(cc), std::move(md));
+    if (!ctx && !has_cc && md.empty()) return 0;
+    return ctx_new(std::move(ctx), in_trace, has_cc ? std::move(cc) : std::string("N/A"), std::move(md));
   }
 
   void* malloc_on(size_t n, int device, cudaStream_t stream) {
     if (n == 0) return nullptr;
+    if (C10_UNLIKELY(!caching.load(std::memory_order_relaxed))) return malloc_uncached(n, device);
     uint64_t ctx = gather(CDA::RecordContext::STATE);
     void* p = nullptr;
     tcuda_status s;
@@ -274,6 +317,7 @@ class TcudaAllocator : public CCA::CUDAAllocator {
   // Returns false (with tcuda's error kept) when tcuda does not own ptr.
   bool free_ptr(void* p) {
     if (!p) return true;
+    if (C10_UNLIKELY(unc_n.load(std::memory_order_relaxed)) && free_uncached(p)) return true;
     uint64_t ctx = 0, block_ctx = 0;
     int device = -1;
     int64_t prof_size = 0;
@@ -403,10 +447,8 @@ class TcudaAllocator : public CCA::CUDAAllocator {
   std::vector<CCA::StreamSegmentSize> getExpandableSegmentSizes(DeviceIndex) override {
     return {}; // tcuda does not report its expandable segments per stream
   }
-  void enable(bool value) override {
-    if (!value) refuse("caching_allocator_enable(False)", "libtcuda has no uncached mode");
-  }
-  bool isEnabled() const override { return true; }
+  void enable(bool value) override { caching.store(value); }
+  bool isEnabled() const override { return caching.load(); }
 
   // Walks tcuda's snapshot; fn(segment) for each segment of `device` (-1: all).
   template <typename F>
@@ -449,6 +491,9 @@ class TcudaAllocator : public CCA::CUDAAllocator {
 
   CCA::SnapshotInfo snapshot(MempoolId_t mempool_id, bool include_traces) override {
     CCA::SnapshotInfo out;
+    // the history first: taking tcuda's snapshot adds a "snapshot" entry,
+    // which would push the newest real entry out of a small ring
+    if (include_traces) traces(out);
     bool any_pool = mempool_id.first == 0 && mempool_id.second == 0;
     std::unordered_map<uint64_t, uint64_t> live_copy;
     {
@@ -483,7 +528,6 @@ class TcudaAllocator : public CCA::CUDAAllocator {
       }
       out.segments.push_back(std::move(si));
     });
-    if (include_traces) traces(out);
     config(out.config_metadata);
     return out;
   }

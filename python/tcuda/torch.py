@@ -219,12 +219,20 @@ def _patch_settings(torch):
 def install(verbose=False):
     """Make tcuda torch's CUDA caching allocator (idempotent). Call it
     before torch allocates CUDA memory. Raises InstallError when torch is
-    missing or unsupported, CUDA is not available, the glue does not build,
-    or torch's allocator already holds memory."""
+    missing or unsupported, the allocator configuration (TCUDA_ALLOC_CONF,
+    else PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF) is not one tcuda
+    runs, CUDA is not available, the glue does not build, or torch's
+    allocator already holds memory."""
     if is_installed():
         return _MODULE
     torch = _torch()
     _check_version(torch)
+    # a configuration tcuda cannot take would fail every allocation: say so now
+    from . import memory as tmem
+    try:
+        tmem.get_allocator_settings()
+    except RuntimeError as e:
+        raise InstallError("tcuda.torch: the allocator configuration is not one tcuda can run: %s" % e) from None
     if torch.version.cuda is None or not torch.cuda.is_available():
         from ._device import unavailable_reason
         why = unavailable_reason()

@@ -169,9 +169,9 @@ def history_snapshot(torch, mode, ctx):
     with open(path, "rb") as f:
         doc = pickle.load(f)
     from torch.cuda import _memory_viz
-    html = _memory_viz.trace_plot(doc)
-    assert len(html) > 1000
-    _memory_viz.segments(doc)
+    # (not _memory_viz.segments: its flame graph downloads a script)
+    for plot in (_memory_viz.trace_plot, _memory_viz.segment_plot):
+        assert len(plot(doc)) > 1000
     _memory_viz.segsum(doc)
     actions = sorted({t["action"] for t in doc["device_traces"][0]})
     if ctx.get("cli") and mode == "tcuda":
@@ -221,11 +221,13 @@ def record_stream(torch, mode, ctx):
     side = torch.cuda.Stream()
     x = torch.empty(8 * MiB, dtype=torch.uint8, device="cuda")
     ptr = x.data_ptr()
+    side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        torch.cuda._sleep(200_000_000)  # keep the side stream busy
+        torch.cuda._sleep(2_000_000_000)  # keep the side stream busy (about a second)
         x.add_(1)
     x.record_stream(side)
     del x
+    busy = not side.query()
     y = torch.empty(8 * MiB, dtype=torch.uint8, device="cuda")
     reused_while_busy = y.data_ptr() == ptr
     del y
@@ -233,8 +235,33 @@ def record_stream(torch, mode, ctx):
     z = torch.empty(8 * MiB, dtype=torch.uint8, device="cuda")
     reused_after = z.data_ptr() == ptr
     del z
-    assert not reused_while_busy
-    return {"reused_while_busy": reused_while_busy, "reused_after": reused_after}
+    if busy:  # record_stream's promise (torch's allocator keeps it too)
+        assert not reused_while_busy
+    return {"busy": busy, "reused_while_busy": reused_while_busy, "reused_after": reused_after}
+
+
+@section
+def uncached_mode(torch, mode, ctx):
+    """caching_allocator_enable(False): plain cudaMalloc, outside the stats."""
+    stream = torch.cuda.current_stream().cuda_stream
+
+    def counted(n):
+        start = torch.cuda.memory_stats()["requested_bytes.all.allocated"]
+        p = torch._C._cuda_cudaCachingAllocator_raw_alloc(n, stream)
+        end = torch.cuda.memory_stats()["requested_bytes.all.allocated"]
+        torch._C._cuda_cudaCachingAllocator_raw_delete(p)
+        return end - start
+
+    torch.cuda.caching_allocator_enable(False)
+    try:
+        off = counted(MiB)
+        t = torch.ones(1000, device="cuda")
+        t_sum = float(t.sum())
+        del t
+    finally:
+        torch.cuda.caching_allocator_enable(True)
+    on = counted(MiB)
+    return {"counted_off": off, "counted_on": on, "sum": t_sum}
 
 
 @section
@@ -358,7 +385,8 @@ def refused(torch, mode, ctx):
         import tcuda
         m = re.search(r"garbage_collection_threshold:([0-9.]+)", tcuda.get_allocator_settings())
         assert m and abs(float(m.group(1)) - 0.7) < 1e-9, tcuda.get_allocator_settings()
-    torch.cuda.memory._set_allocator_settings("garbage_collection_threshold:0")
+    # back to the default threshold: torch resets it when a setting omits it
+    torch.cuda.memory._set_allocator_settings("expandable_segments:False")
     return {}
 
 

@@ -44,7 +44,11 @@ def run_py(code, paths, env_extra=None):
     env = dict(os.environ)
     env.pop("TCUDA_TORCH_ALLOCATOR", None)
     env["PYTHONPATH"] = os.pathsep.join(paths + [PKG])
-    env.update(env_extra or {})
+    for k, v in (env_extra or {}).items():  # None removes the variable
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
                           timeout=600)
 
@@ -101,6 +105,21 @@ def test_no_cuda_refused(tmp_path):
             assert not tt.is_installed()
             print('ok')
     """, [fake_torch(tmp_path, available=False)])
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("var", ["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "TCUDA_ALLOC_CONF"])
+def test_config_tcuda_cannot_run_refused(tmp_path, var):
+    env = {v: None for v in ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "TCUDA_ALLOC_CONF")}
+    env[var] = "max_split_size_mb:20,backend:cudaMallocAsync"
+    r = run_py("""
+        import tcuda.torch as tt
+        try:
+            tt.install()
+        except tt.InstallError as e:
+            assert 'configuration is not one tcuda can run' in str(e) and 'cudaMallocAsync' in str(e), str(e)
+            print('ok')
+    """, [fake_torch(tmp_path, available=True)], env)
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
 
 
