@@ -959,6 +959,12 @@ TCUDA_API tcuda_status tcuda_pool_end_allocate(int device, const tcuda_graph_poo
 TCUDA_API tcuda_status tcuda_pool_release(int device, const tcuda_graph_pool_t *pool);
 TCUDA_API tcuda_status tcuda_pool_retain(int device, const tcuda_graph_pool_t *pool);
 TCUDA_API tcuda_status tcuda_pool_use_count(int device, const tcuda_graph_pool_t *pool, int *use_count);
+/* The free segments of `device`'s private pools whose use count is 0 go
+ * back to CUDA now (torch's emptyCache(pool) after MemPool's last use);
+ * unlike tcuda_empty_cache, the default pools keep their cache. Refused
+ * (TCUDA_ERROR_INVALID_STATE) while a capture or pool routing is under way
+ * on the device. */
+TCUDA_API tcuda_status tcuda_pool_empty_unused(int device);
 
 /* ======================================================================
  * Collectives (torch.cuda.comm)

@@ -456,6 +456,7 @@ _UNBOUND = {
     "tcuda_pool_release": "see tcuda_pool_begin_allocate",
     "tcuda_pool_retain": "see tcuda_pool_begin_allocate",
     "tcuda_pool_use_count": "see tcuda_pool_begin_allocate",
+    "tcuda_pool_empty_unused": "see tcuda_pool_begin_allocate (torch's MemPool destructor, through the glue)",
 }
 
 for _name, (_res, _args) in _PROTOTYPES.items():

@@ -369,14 +369,17 @@ class TcudaAllocator : public CCA::CUDAAllocator {
   // ---- c10::DeviceAllocator ----
   bool initialized() override { return true; }
   void emptyCache(MempoolId_t mempool_id) override {
-    tcuda_status s = tcuda_empty_cache();
-    // A pool's cache is emptied by MemPool's destructor, which must not
-    // throw; a refusal (a capture under way) leaves the segments for later.
     if (mempool_id.first != 0 || mempool_id.second != 0) {
-      if (s) tcuda_clear_error();
+      // MemPool's destructor, after its last releasePool: the unused pools'
+      // free segments go, the default cache stays. A destructor must not
+      // throw; a refusal (a capture under way) leaves them for a later
+      // empty_cache or OOM flush.
+      int n = tcuda_device_count();
+      for (int d = 0; d < n; d++)
+        if (tcuda_pool_empty_unused(d)) tcuda_clear_error();
       return;
     }
-    check(s, "tcuda_empty_cache");
+    check(tcuda_empty_cache(), "tcuda_empty_cache");
   }
   void recordStream(const c10::DataPtr& ptr, c10::cuda::CUDAStream stream) override {
     if (!ptr.get() || ptr.get_deleter() != &raw_deleter_fn) return; // not ours (as torch's own skips)

@@ -341,10 +341,11 @@ def mempool(torch, mode, ctx):
     assert x.data_ptr() in ptrs and y.data_ptr() not in ptrs, (hex(x.data_ptr()), [hex(p) for p in ptrs])
     del x, y
     uc_after = pool.use_count()
-    del pool
+    del pool  # the pool's segment goes; y's, in the default pool, stays cached
+    after_del = torch.cuda.memory_reserved() - base
     torch.cuda.empty_cache()
     left = torch.cuda.memory_reserved() - base
-    return {"use_counts": [uc0, uc_in, uc_after], "left_after_free": left}
+    return {"use_counts": [uc0, uc_in, uc_after], "reserved_after_del_pool": after_del, "left_after_free": left}
 
 
 @section

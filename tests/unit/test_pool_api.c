@@ -119,6 +119,7 @@ static void test_public_without_gpu(void) {
   CHECK_ERR(tcuda_pool_retain(0, &p), TCUDA_ERROR_NOT_AVAILABLE, "tcuda_pool_retain");
   CHECK_ERR(tcuda_pool_use_count(0, &p, &n), TCUDA_ERROR_NOT_AVAILABLE, "tcuda_pool_use_count");
   CHECK_EQ_INT(n, 0);
+  CHECK_ERR(tcuda_pool_empty_unused(-1), TCUDA_ERROR_NOT_AVAILABLE, "tcuda_pool_empty_unused");
 }
 
 TC_MAIN(T(test_route_and_counts), T(test_shared_between_two_routings), T(test_errors), T(test_public_without_gpu))
