@@ -198,6 +198,21 @@ def is_installed():
 _ORIG_SET_SETTINGS = None
 
 
+def _device_keys(env):
+    """The settings without torch's pinned-memory keys: pinned host memory
+    stays torch's own allocator's under tcuda.torch."""
+    parts, depth, cur = [], 0, ""
+    for ch in env:  # commas inside [...] (roundup_power2_divisions) do not split
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    return ",".join(p for p in parts if p.strip() and not p.strip().startswith("pinned_"))
+
+
 def _patch_settings(torch):
     """torch.cuda.memory._set_allocator_settings also configures tcuda (torch
     keeps its own copy of the settings, which it reads elsewhere)."""
@@ -210,7 +225,7 @@ def _patch_settings(torch):
 
     def _set_allocator_settings(env: str):
         _ORIG_SET_SETTINGS(env)
-        tmem.set_allocator_settings(env)
+        tmem.set_allocator_settings(_device_keys(env))
 
     _set_allocator_settings.__doc__ = _ORIG_SET_SETTINGS.__doc__
     mem._set_allocator_settings = _set_allocator_settings

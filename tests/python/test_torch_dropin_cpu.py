@@ -199,6 +199,21 @@ def test_unwritable_cache_refused(tmp_path):
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
 
 
+def test_settings_for_tcuda_drop_pinned_keys():
+    sys.path.insert(0, PKG)
+    try:
+        tt = importlib.import_module("tcuda.torch")
+    finally:
+        sys.path.remove(PKG)
+    f = tt._device_keys
+    assert f("") == ""
+    assert f("pinned_reserve_segment_size_mb:100") == ""
+    assert f("max_split_size_mb:40,pinned_use_cuda_host_register:True,expandable_segments:True") == \
+        "max_split_size_mb:40,expandable_segments:True"
+    assert f("roundup_power2_divisions:[256:1,512:2,>:8],pinned_num_register_threads:8") == \
+        "roundup_power2_divisions:[256:1,512:2,>:8]"
+
+
 # ---- the TCUDA_TORCH_ALLOCATOR hook ----
 
 HOOK = """
