@@ -229,6 +229,8 @@ class TcudaAllocator : public CCA::CUDAAllocator {
 
   std::mutex route_mu;
   std::map<std::pair<int, MempoolId_t>, std::unique_ptr<std::function<bool(cudaStream_t)>>> routes;
+  std::map<MempoolId_t, int> pool_device; // where each pool in use lives (emptyCache(pool) names no device)
+  std::pair<MempoolId_t, int> last_released{{0, 0}, -1}; // MemPool's destructor: releasePool, then emptyCache
 
   // The context for an allocator call, gathered here (GIL held by the
   // caller, tcuda's lock not yet taken); 0 when history wants none.
@@ -374,9 +376,18 @@ class TcudaAllocator : public CCA::CUDAAllocator {
       // free segments go, the default cache stays. A destructor must not
       // throw; a refusal (a capture under way) leaves them for a later
       // empty_cache or OOM flush.
-      int n = tcuda_device_count();
-      for (int d = 0; d < n; d++)
-        if (tcuda_pool_empty_unused(d)) tcuda_clear_error();
+      int device = -1;
+      {
+        std::lock_guard<std::mutex> l(route_mu);
+        auto it = pool_device.find(mempool_id);
+        if (it != pool_device.end()) device = it->second;
+        else if (last_released.first == mempool_id) device = last_released.second;
+      }
+      if (device < 0) {
+        DeviceIndex cur = -1;
+        if (c10::cuda::GetDevice(&cur) == cudaSuccess) device = cur;
+      }
+      if (device >= 0 && tcuda_pool_empty_unused(device)) tcuda_clear_error();
       return;
     }
     check(tcuda_empty_cache(), "tcuda_empty_cache");
@@ -641,6 +652,7 @@ class TcudaAllocator : public CCA::CUDAAllocator {
     std::lock_guard<std::mutex> l(route_mu);
     check(tcuda_pool_begin_allocate(device, &p, route_filter, fn.get()), "tcuda_pool_begin_allocate");
     routes[{device, id}] = std::move(fn);
+    pool_device[id] = device;
   }
   void endAllocateToPool(DeviceIndex device, MempoolId_t id) override {
     tcuda_graph_pool_t p = pool_of(id);
@@ -651,6 +663,13 @@ class TcudaAllocator : public CCA::CUDAAllocator {
   void releasePool(DeviceIndex device, MempoolId_t id) override {
     tcuda_graph_pool_t p = pool_of(id);
     check(tcuda_pool_release(device, &p), "tcuda_pool_release");
+    int n = 1;
+    if (tcuda_pool_use_count(device, &p, &n)) tcuda_clear_error();
+    if (n == 0) { // forget the pool, but keep it for the emptyCache that may follow
+      std::lock_guard<std::mutex> l(route_mu);
+      pool_device.erase(id);
+      last_released = {id, device};
+    }
   }
   int getPoolUseCount(DeviceIndex device, MempoolId_t id) override {
     tcuda_graph_pool_t p = pool_of(id);
@@ -663,6 +682,8 @@ class TcudaAllocator : public CCA::CUDAAllocator {
       refuse("torch.cuda.MemPool(allocator=...)", "a pool's memory always comes from tcuda's allocator");
     tcuda_graph_pool_t p = pool_of(id);
     check(tcuda_pool_retain(device, &p), "tcuda_pool_retain");
+    std::lock_guard<std::mutex> l(route_mu);
+    pool_device[id] = device;
   }
   void setUseOnOOM(DeviceIndex, MempoolId_t, bool use) override {
     if (use) refuse("MemPool(use_on_oom=True)", "tcuda's allocator does not fall back to a private pool on OOM");
