@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <cstdio>
 #include <cstdint>
 #include <map>
@@ -173,7 +174,7 @@ class TcudaAllocator : public CCA::CUDAAllocator {
   std::vector<std::string> skip_actions;
   size_t max_entries = 0;
   std::string user_metadata;
-  std::vector<Annotation> annotations;
+  std::deque<Annotation> annotations;
   std::unordered_map<void*, uint64_t> live; // block -> context of its allocation (STATE and up)
   std::atomic<size_t> live_n{0};              // live.size(), read without the lock
 
@@ -549,7 +550,7 @@ class TcudaAllocator : public CCA::CUDAAllocator {
   void traces(CCA::SnapshotInfo& out) {
     int n = tcuda_device_count();
     std::vector<std::string> skip;
-    std::vector<Annotation> ann;
+    std::deque<Annotation> ann;
     {
       std::lock_guard<std::mutex> l(hist_mu);
       skip = skip_actions;
@@ -756,7 +757,7 @@ class TcudaAllocator : public CCA::CUDAAllocator {
     DeviceIndex device = 0;
     (void)c10::cuda::GetDevice(&device);
     std::lock_guard<std::mutex> l(hist_mu);
-    if (max_entries && annotations.size() >= max_entries) annotations.erase(annotations.begin());
+    if (max_entries && annotations.size() >= max_entries) annotations.pop_front();
     annotations.push_back({device, now_us(), md});
   }
   void pushCompileContext(std::string& md) override {
