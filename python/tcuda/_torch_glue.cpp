@@ -233,8 +233,8 @@ class TcudaAllocator : public CCA::CUDAAllocator {
   std::map<MempoolId_t, int> pool_device; // where each pool in use lives (emptyCache(pool) names no device)
   std::pair<MempoolId_t, int> last_released{{0, 0}, -1}; // MemPool's destructor: releasePool, then emptyCache
 
-  // The context for an allocator call, gathered here (GIL held by the
-  // caller, tcuda's lock not yet taken); 0 when history wants none.
+  // The context for an allocator call, gathered before tcuda takes its lock
+  // (torch's recorder takes the GIL); 0 when history wants none.
   uint64_t gather(CDA::RecordContext level) {
     if (!history.load(std::memory_order_relaxed)) return 0;
     std::shared_ptr<c10::GatheredContext> ctx;
