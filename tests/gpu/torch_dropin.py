@@ -201,6 +201,39 @@ def history_state_mode(torch, mode, ctx):
 
 
 @section
+def threads_with_history(torch, mode, ctx):
+    """History on while Python threads and autograd's own thread allocate:
+    the glue gathers frames (the GIL) before tcuda's lock, so nothing
+    deadlocks, and every allocation is in the trace."""
+    import threading
+    torch.cuda.memory._record_memory_history(max_entries=200000, stacks="python")
+    per_thread, nthreads = 200, 4
+
+    def work():
+        for i in range(per_thread):
+            t = torch.empty(4096 + i, dtype=torch.uint8, device="cuda")
+            del t
+
+    threads = [threading.Thread(target=work) for _ in range(nthreads)]
+    for t in threads:
+        t.start()
+    model = torch.nn.Linear(256, 256).cuda()
+    for _ in range(3):  # backward runs on autograd's device thread
+        model(torch.randn(64, 256, device="cuda")).sum().backward()
+        snap = torch.cuda.memory._snapshot()  # while the threads allocate
+    for t in threads:
+        t.join(timeout=120)
+        assert not t.is_alive(), "a thread is stuck"
+    torch.cuda.synchronize()
+    snap = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    sizes = {4096 + i for i in range(per_thread)}
+    n = sum(1 for t in snap["device_traces"][0] if t["action"] == "alloc" and t["size"] in sizes)
+    assert n == nthreads * per_thread, n
+    return {"allocs_seen": n}
+
+
+@section
 def empty_cache_and_raw(torch, mode, ctx):
     torch.cuda.empty_cache()
     base = torch.cuda.memory_reserved()
