@@ -506,8 +506,8 @@ class TcudaAllocator : public CCA::CUDAAllocator {
 
   CCA::SnapshotInfo snapshot(MempoolId_t mempool_id, bool include_traces) override {
     CCA::SnapshotInfo out;
-    // the history first: taking tcuda's snapshot adds a "snapshot" entry,
-    // which would push the newest real entry out of a small ring
+    // the history first, as torch: taking the snapshot adds its "snapshot"
+    // entry, which shows only in the next snapshot's history
     if (include_traces) traces(out);
     bool any_pool = mempool_id.first == 0 && mempool_id.second == 0;
     std::unordered_map<uint64_t, uint64_t> live_copy;
@@ -569,7 +569,6 @@ class TcudaAllocator : public CCA::CUDAAllocator {
       std::unique_ptr<tcuda_history_entry_t, void (*)(tcuda_history_entry_t*)> hold(e, tcuda_memory_history_free);
       for (size_t i = 0; i < count; i++) {
         const tcuda_history_entry_t& x = e[i];
-        if (x.action == TCUDA_HISTORY_SNAPSHOT) continue; // torch 2.11 writes none
         const char* name = tcuda_history_action_name(x.action);
         if (skipped(name)) continue;
         CtxRec r = x.context ? ctx_get(x.context) : CtxRec{};
