@@ -142,7 +142,7 @@ def oom_snapshot_env(torch, mode, ctx):
 
 @section
 def history_snapshot(torch, mode, ctx):
-    # Python frames only: symbolizing C++ frames (addr2line over libtorch) takes minutes
+    # Python frames only: symbolizing C++ frames (addr2line over libtorch) is slow
     torch.cuda.memory._record_memory_history(max_entries=100000, stacks="python")
     torch.cuda.memory._set_memory_metadata("step-7")
 
@@ -256,7 +256,7 @@ def record_stream(torch, mode, ctx):
     ptr = x.data_ptr()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        torch.cuda._sleep(2_000_000_000)  # keep the side stream busy (about a second)
+        torch.cuda._sleep(2_000_000_000)  # keep the side stream busy
         x.add_(1)
     x.record_stream(side)
     del x
