@@ -62,10 +62,20 @@ def memory_summary(device=None, abbreviated=False):
 
 
 def memory_snapshot():
-    """Segments of every device, as torch.cuda.memory_snapshot() (a list of dicts)."""
+    """Segments of every device, as torch.cuda.memory_snapshot() (a list of
+    dicts; segment_pool_id a tuple, as torch's)."""
     out = c_void_p()
     check(lib.tcuda_memory_snapshot_json(byref(out)))
-    return json.loads(take_string(out))
+    return _segments_from_json(take_string(out))
+
+
+def _segments_from_json(text):
+    # JSON has no tuples: segment_pool_id comes back as a list
+    segments = json.loads(text)
+    for seg in segments:
+        if isinstance(seg.get("segment_pool_id"), list):
+            seg["segment_pool_id"] = tuple(seg["segment_pool_id"])
+    return segments
 
 
 def _query(fn):
@@ -110,7 +120,13 @@ def empty_cache():
 
 
 def set_per_process_memory_fraction(fraction, device=None):
-    check(lib.tcuda_set_per_process_memory_fraction(float(fraction), _device_index(device)))
+    """torch's checks and messages first: a float (an int is a TypeError), in
+    [0, 1] (else ValueError)."""
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if fraction < 0 or fraction > 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    check(lib.tcuda_set_per_process_memory_fraction(fraction, _device_index(device)))
 
 
 def get_per_process_memory_fraction(device=None):
@@ -144,7 +160,8 @@ def record_stream(mem_ptr, stream):
 
 
 def set_allocator_settings(settings):
-    """torch.cuda.memory._set_allocator_settings("key:value,...")."""
+    """torch.cuda.memory._set_allocator_settings("key:value,..."). A bad
+    string raises tcuda.ConfigError, a ValueError as torch's is."""
     check(lib.tcuda_allocator_set_config(c_string(settings, "settings")))
 
 
