@@ -52,7 +52,7 @@ typedef struct tc_alloc_config {
     "cached blocks this large (MB, >= 20) are never split nor given to smaller requests; unset: no limit")           \
   X("max_non_split_rounding_mb", NULL, MB, TC_KEY_FIELD(max_non_split_rounding_size), 0, NULL, "40",                 \
     "a request of max_split_size or more takes a cached block at most this much (MB, >= 20) larger")                 \
-  X("roundup_power2_divisions", NULL, DIVISIONS, TC_KEY_FIELD(roundup_power2_divisions), 7,                          \
+  X("roundup_power2_divisions", NULL, DIVISIONS, TC_KEY_FIELD(roundup_power2_divisions), 8,                          \
     "roundup_power2_divisions", "[256:4,>:1]",                                                                       \
     "round requests up to one of N steps of their power-of-2 interval: N, or [MB:N,...,>:N]")                        \
   X("garbage_collection_threshold", NULL, FRACTION, TC_KEY_FIELD(garbage_collection_threshold), 2,                   \
@@ -68,7 +68,8 @@ typedef struct tc_alloc_config {
     "torch's pinned host allocator: threads (a power of 2, <= 128); ignored")                                        \
   X("pinned_use_background_threads", NULL, BOOL, TC_KEY_IGNORED, 0, NULL, "True",                                    \
     "torch's pinned host allocator: background threads; ignored")                                                    \
-  X("graph_capture_record_stream_reuse", NULL, BOOL, TC_KEY_IGNORED, 0, NULL, "True",                                \
+  X("graph_capture_record_stream_reuse", NULL, BOOL, TC_KEY_IGNORED, 7,                                              \
+    "graph_capture_record_stream_reuse", "True",                                                                     \
     "torch's graph capture: reuse of record_stream blocks; ignored")                                                 \
   X("policy", NULL, POLICY, TC_KEY_FIELD(policy), 0, NULL, "compact",                                                \
     "tcuda's placement policy: torch (identical to PyTorch) or compact (pages given back inside segments)")

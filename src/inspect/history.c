@@ -320,8 +320,8 @@ static int64_t sid_map(void *ctx, int64_t key) {
   return sid ? sid((uint64_t)key) : key;
 }
 
-/* Snapshot every attached allocator (adding a "snapshot" entry to each
- * recording one, as torch does), copy the histories, and encode. */
+/* Copy the histories, snapshot every attached allocator (adding a
+ * "snapshot" entry to each recording one, as torch does), and encode. */
 tcuda_status tc_history_dump(const char *func, const char *path, int json) {
   if (!path || !*path)
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: path is %s", func, path ? "empty" : "NULL");
@@ -336,6 +336,9 @@ tcuda_status tc_history_dump(const char *func, const char *path, int json) {
   int64_t (*sid)(uint64_t) = g_sid;
   for (int d = 0; d < TC_MAX_DEVICES && !s; d++) {
     if (g_dev[d].a || g_dev[d].h) ndev = d + 1;
+    /* the history before the snapshot, as torch copies it: the "snapshot"
+     * entry a dump adds shows in later dumps, never in its own */
+    if (g_dev[d].h && (s = tc_history_copy_take(g_dev[d].h, &traces[d]))) break;
     if (g_dev[d].a) {
       if (!have_cfg) {
         tc_alloc_get_config(g_dev[d].a, &cfg);
@@ -358,7 +361,6 @@ tcuda_status tc_history_dump(const char *func, const char *path, int json) {
       free(one->segments); /* the blocks moved to `all` */
       free(one);
     }
-    if (g_dev[d].h) s = tc_history_copy_take(g_dev[d].h, &traces[d]);
   }
   pthread_mutex_unlock(&g_mu);
   if (!have_cfg && tc_alloc_config_from_env(&cfg)) {

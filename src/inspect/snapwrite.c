@@ -534,6 +534,11 @@ static void document(em *e, symtab *t, const tc_snapshot_doc *d) {
       i64(e, d->trace_stream ? d->trace_stream(d->stream_ctx, (int64_t)x->stream) : (int64_t)x->stream);
       key(e, "time_us");
       i64(e, x->time_us);
+      /* torch 2.11's defaults: no torch.compile region, no _set_memory_metadata */
+      key(e, "compile_context");
+      str(e, "N/A");
+      key(e, "user_metadata");
+      str(e, "");
       key(e, "frames");
       frames_value(e, t, c, i);
       close_(e, 1);
@@ -544,6 +549,9 @@ static void document(em *e, symtab *t, const tc_snapshot_doc *d) {
 
   key(e, "allocator_settings");
   settings(e, d);
+  key(e, "external_annotations"); /* torch's profiler annotations: tcuda records none */
+  open_(e, 0);
+  close_(e, 0);
   close_(e, 1);
   if (e->json) tc_sbuf_puts(&e->b, "\n");
   else put_u8(e, '.'); /* STOP */
