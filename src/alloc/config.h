@@ -26,6 +26,7 @@ typedef struct tc_alloc_config {
   int expandable_segments;
   int release_lock_on_cudamalloc;
   int policy;                            /* TC_POLICY_TORCH or TC_POLICY_COMPACT */
+  double per_process_memory_fraction;    /* [0, 1]; 1 (the default): no limit */
   char text[512];                        /* the string it was parsed from */
 } tc_alloc_config;
 
@@ -71,6 +72,8 @@ typedef struct tc_alloc_config {
   X("graph_capture_record_stream_reuse", NULL, BOOL, TC_KEY_IGNORED, 7,                                              \
     "graph_capture_record_stream_reuse", "True",                                                                     \
     "torch's graph capture: reuse of record_stream blocks; ignored")                                                 \
+  X("per_process_memory_fraction", NULL, UNIT, TC_KEY_FIELD(per_process_memory_fraction), 0, NULL, "0.5",            \
+    "the memory fraction each device's allocator starts with, as set_per_process_memory_fraction; [0, 1]")           \
   X("policy", NULL, POLICY, TC_KEY_FIELD(policy), 0, NULL, "compact",                                                \
     "tcuda's placement policy: torch (identical to PyTorch) or compact (pages given back inside segments)")
 
@@ -84,7 +87,8 @@ typedef enum tc_config_kind {
   TC_KEY_FRACTION,  /* double in (0, 1); 0: off */
   TC_KEY_BOOL,      /* int, written True or False */
   TC_KEY_THREADS,   /* a power of 2, <= 128 */
-  TC_KEY_POLICY     /* int, TC_POLICY_*, written by name */
+  TC_KEY_POLICY,    /* int, TC_POLICY_*, written by name */
+  TC_KEY_UNIT       /* double in [0, 1]; default 1 */
 } tc_config_kind;
 
 /* The policy key's values (docs/allocator.md, "The compact policy"). */
