@@ -285,9 +285,12 @@ def _record_memory_history(enabled="all", *args, **kwargs):
     segment_free, segment_map/unmap, oom, snapshot) for _snapshot() and
     _dump_snapshot(). torch's signature; enabled=True/False takes the legacy
     one. enabled: "all" (a history of max_entries events), "state" (one
-    event) or None (stop, discarding the history). stacks="all" with a
-    context keeps each event's C call stack; tcuda sees no Python frames,
-    so stacks="python" keeps none. Initialises CUDA, as torch's."""
+    event) or None (stop, discarding the history). stacks="all" keeps C
+    call stacks where torch's context puts frames: "all" on every event,
+    "alloc" on allocations (a block's frees show its allocation stack, a
+    segment's free the segment's), "state" on live blocks only; tcuda sees
+    no Python frames, so stacks="python" keeps none. Initialises CUDA, as
+    torch's."""
     if isinstance(enabled, bool):
         return _record_memory_history_legacy(enabled, *args, **kwargs)
     return _record_memory_history_impl(enabled, *args, **kwargs)
@@ -306,8 +309,9 @@ def _record_memory_history_impl(enabled="all", context="all", stacks="all", max_
     if stacks not in ("python", "all"):
         raise RuntimeError("expected stacks to be 'python', or 'all', got %r" % (stacks,))
     n = size_arg(max_entries, "max_entries") if enabled == "all" else 1
-    _record(enabled is not None and bool(record_cuda), n, context is not None and stacks == "all",
-            clear_history, skip_actions, record_pinned_host_memory)
+    mode = _STACK_MODES.get(context, 0) if stacks == "all" else 0
+    _record(enabled is not None and bool(record_cuda), n, mode, clear_history, skip_actions,
+            record_pinned_host_memory)
 
 
 def _record_memory_history_legacy(enabled, record_context=True, trace_alloc_max_entries=1,
@@ -315,11 +319,16 @@ def _record_memory_history_legacy(enabled, record_context=True, trace_alloc_max_
                                   clear_history=False, compile_context=False, global_record_annotations=False,
                                   skip_actions=None, record_pinned_host_memory=False, record_cuda=True):
     n = size_arg(trace_alloc_max_entries, "trace_alloc_max_entries")
-    _record(enabled and bool(record_cuda), n, record_context_cpp and (record_context or trace_alloc_record_context),
-            clear_history, skip_actions, record_pinned_host_memory)
+    # torch's legacy mapping: trace_alloc_record_context is "alloc", else record_context is "state"
+    context = "alloc" if trace_alloc_record_context else "state" if record_context else None
+    mode = _STACK_MODES.get(context, 0) if record_context_cpp else 0
+    _record(enabled and bool(record_cuda), n, mode, clear_history, skip_actions, record_pinned_host_memory)
 
 
 _record_memory_history.__signature__ = inspect.signature(_record_memory_history_impl)
+
+# torch's context -> tcuda_memory_record_history's stacks
+_STACK_MODES = {"all": 1, "alloc": 2, "state": 3}
 
 
 def _record(enabled, max_entries, stacks, clear_history, skip_actions, record_pinned_host_memory):
@@ -335,7 +344,7 @@ def _record(enabled, max_entries, stacks, clear_history, skip_actions, record_pi
         if clear_history or not enabled:
             check(lib.tcuda_memory_record_history(d, 0, 0, 0))
         if enabled:
-            check(lib.tcuda_memory_record_history(d, 1, ring, 1 if stacks else 0))
+            check(lib.tcuda_memory_record_history(d, 1, ring, stacks))
 
 
 def _snapshot(device=None, augment_with_fx_traces=False):
