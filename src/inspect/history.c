@@ -20,20 +20,6 @@
 #include <string.h>
 #include <time.h>
 
-struct tc_history {
-  pthread_mutex_t mu;
-  size_t max;  /* 0: unbounded */
-  atomic_int stacks;
-  tc_history_entry *e;
-  void **pcs;  /* TC_HISTORY_DEPTH per slot, when stacks were ever on */
-  size_t cap, head, n; /* entry i (oldest first) is slot (head + i) % cap */
-  pthread_mutex_t kept_mu; /* blocks and segs; never held with mu taken after it by trace */
-  struct kept_map {
-    struct kept_stack *s;
-    size_t cap, n; /* cap: 0 or a power of 2 */
-  } blocks, segs;
-};
-
 /* Stacks kept by address while stacks are on, as torch keeps them on its
  * blocks: each live block's allocation stack (the snapshot's blocks show
  * it however short the ring), and each segment's, which torch's "alloc"
@@ -42,6 +28,11 @@ struct kept_stack {
   uint64_t addr; /* 0: an empty slot */
   uint8_t n;
   void *pcs[TC_HISTORY_DEPTH];
+};
+
+struct kept_map {
+  struct kept_stack *s;
+  size_t cap, n; /* cap: 0 or a power of 2 */
 };
 
 static uint64_t kept_hash(uint64_t a) {
@@ -115,41 +106,16 @@ static void kept_clear(struct kept_map *m) {
   memset(m, 0, sizeof *m);
 }
 
-/* The frames an entry keeps under `mode` (tcuda_memory_record_history's
- * stacks), by torch's rules: 1 ("all") each entry its own; 2 ("alloc") the
- * allocating events their own, a block's frees its allocation stack and a
- * segment's free or unmap the segment's; 3 ("state") none. A snapshot
- * entry has none. pcs holds the n frames just taken, and gets the entry's;
- * returns their count. Keeps the stacks these rules and the snapshot need. */
-static int entry_stack(tc_history *h, int mode, tc_trace_action action, uint64_t addr, void **pcs, int n) {
-  int keep = n, k;
-  pthread_mutex_lock(&h->kept_mu);
-  switch (action) {
-  case TC_TRACE_ALLOC: kept_put(&h->blocks, addr, pcs, n); break;
-  case TC_TRACE_SEGMENT_ALLOC:
-  case TC_TRACE_SEGMENT_MAP: kept_put(&h->segs, addr, pcs, n); break;
-  case TC_TRACE_FREE_REQUESTED:
-    if (mode == 2) {
-      struct kept_stack *x = kept_find(&h->blocks, addr);
-      keep = x ? x->n : 0;
-      if (keep) memcpy(pcs, x->pcs, (size_t)keep * sizeof *pcs);
-    }
-    break;
-  case TC_TRACE_FREE_COMPLETED:
-    k = kept_take(&h->blocks, addr, mode == 2 ? pcs : NULL);
-    if (mode == 2) keep = k;
-    break;
-  case TC_TRACE_SEGMENT_FREE:
-  case TC_TRACE_SEGMENT_UNMAP:
-    k = kept_take(&h->segs, addr, mode == 2 ? pcs : NULL);
-    if (mode == 2) keep = k;
-    break;
-  case TC_TRACE_SNAPSHOT: keep = 0; break;
-  default: break; /* oom: its own */
-  }
-  pthread_mutex_unlock(&h->kept_mu);
-  return mode == 3 ? 0 : keep;
-}
+struct tc_history {
+  pthread_mutex_t mu;
+  size_t max;  /* 0: unbounded */
+  atomic_int stacks;
+  tc_history_entry *e;
+  void **pcs;  /* TC_HISTORY_DEPTH per slot, when stacks were ever on */
+  size_t cap, head, n; /* entry i (oldest first) is slot (head + i) % cap */
+  pthread_mutex_t kept_mu; /* blocks and segs; never held with mu taken after it by trace */
+  struct kept_map blocks, segs;
+};
 
 tcuda_status tc_history_create(size_t max_entries, int stacks, tc_history **out) {
   *out = NULL;
@@ -231,6 +197,42 @@ tcuda_status tc_history_configure(tc_history *h, size_t max_entries, int stacks)
     backtrace(warm, 2);
   }
   return TCUDA_SUCCESS;
+}
+
+/* The frames an entry keeps under `mode` (tcuda_memory_record_history's
+ * stacks), by torch's rules: 1 ("all") each entry its own; 2 ("alloc") the
+ * allocating events their own, a block's frees its allocation stack and a
+ * segment's free or unmap the segment's; 3 ("state") none. A snapshot
+ * entry has none. pcs holds the n frames just taken, and gets the entry's;
+ * returns their count. Keeps the stacks these rules and the snapshot need. */
+static int entry_stack(tc_history *h, int mode, tc_trace_action action, uint64_t addr, void **pcs, int n) {
+  int keep = n, k;
+  pthread_mutex_lock(&h->kept_mu);
+  switch (action) {
+  case TC_TRACE_ALLOC: kept_put(&h->blocks, addr, pcs, n); break;
+  case TC_TRACE_SEGMENT_ALLOC:
+  case TC_TRACE_SEGMENT_MAP: kept_put(&h->segs, addr, pcs, n); break;
+  case TC_TRACE_FREE_REQUESTED:
+    if (mode == 2) {
+      struct kept_stack *x = kept_find(&h->blocks, addr);
+      keep = x ? x->n : 0;
+      if (keep) memcpy(pcs, x->pcs, (size_t)keep * sizeof *pcs);
+    }
+    break;
+  case TC_TRACE_FREE_COMPLETED:
+    k = kept_take(&h->blocks, addr, mode == 2 ? pcs : NULL);
+    if (mode == 2) keep = k;
+    break;
+  case TC_TRACE_SEGMENT_FREE:
+  case TC_TRACE_SEGMENT_UNMAP:
+    k = kept_take(&h->segs, addr, mode == 2 ? pcs : NULL);
+    if (mode == 2) keep = k;
+    break;
+  case TC_TRACE_SNAPSHOT: keep = 0; break;
+  default: break; /* oom: its own */
+  }
+  pthread_mutex_unlock(&h->kept_mu);
+  return mode == 3 ? 0 : keep;
 }
 
 void tc_history_trace(void *ctx, tc_trace_action action, uint64_t addr, uint64_t size, uint64_t stream) {
