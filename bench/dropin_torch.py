@@ -8,7 +8,7 @@ lines (format: bench/run-gpu), name torch_dropin:
   empty_free_cpp_ns    a cached 4 KiB at::empty + free from C++ (a small
                        torch extension, c10's allocator path: torch's own
                        or tcuda's glue), ns per pair; ref native (target
-                       <=ref: the issue's "no slower than native torch")
+                       <=ref: no slower than native torch)
   empty_free_py_ns     the same from Python (torch.empty + del)
   step_ms              the training loop of tests/python/train_compact.py,
                        median step time, policy:torch; ref native
