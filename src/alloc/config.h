@@ -67,6 +67,8 @@ typedef struct tc_alloc_config {
     "pinned_use_cuda_host_register", "True", "torch's pinned host allocator: cudaHostRegister; ignored")             \
   X("pinned_num_register_threads", NULL, THREADS, TC_KEY_IGNORED, 4, "pinned_num_register_threads", "8",             \
     "torch's pinned host allocator: threads (a power of 2, <= 128); ignored")                                        \
+  X("pinned_reserve_segment_size_mb", NULL, COUNT, TC_KEY_IGNORED, 0, NULL, "64",                                    \
+    "torch's pinned host allocator: a reserved segment (MB); ignored")                                               \
   X("pinned_use_background_threads", NULL, BOOL, TC_KEY_IGNORED, 0, NULL, "True",                                    \
     "torch's pinned host allocator: background threads; ignored")                                                    \
   X("graph_capture_record_stream_reuse", NULL, BOOL, TC_KEY_IGNORED, 7,                                              \
@@ -88,7 +90,8 @@ typedef enum tc_config_kind {
   TC_KEY_BOOL,      /* int, written True or False */
   TC_KEY_THREADS,   /* a power of 2, <= 128 */
   TC_KEY_POLICY,    /* int, TC_POLICY_*, written by name */
-  TC_KEY_UNIT       /* double in [0, 1]; default 1 */
+  TC_KEY_UNIT,      /* double in [0, 1]; default 1 */
+  TC_KEY_COUNT      /* a whole number (only ignored keys have it) */
 } tc_config_kind;
 
 /* The policy key's values (docs/allocator.md, "The compact policy"). */

@@ -156,6 +156,8 @@ static void test_bad_values(void) {
   bad("per_process_memory_fraction:1.1", "per_process_memory_fraction is invalid");
   bad("per_process_memory_fraction:nan", "per_process_memory_fraction is invalid");
   bad("per_process_memory_fraction:half", "per_process_memory_fraction is invalid, set it in [0.0, 1.0], got 'half'");
+  bad("pinned_reserve_segment_size_mb:lots", "pinned_reserve_segment_size_mb: expected a whole number, got 'lots'");
+  bad("pinned_reserve_segment_size_mb:-1", "pinned_reserve_segment_size_mb");
   bad("pinned_num_register_threads:3", "pinned_num_register_threads");
   bad("pinned_use_cuda_host_register:on", "pinned_use_cuda_host_register");
   bad("foo:1", "unknown key 'foo'");
