@@ -212,6 +212,13 @@ static tcuda_status parse_value(const char *src, const tokens *t, size_t *i, con
     *(double *)field = v;
     return TCUDA_SUCCESS;
   }
+  case TC_KEY_WHOLE: {
+    uint64_t v;
+    if ((s = value_at(src, t, i, key))) return s;
+    if (!parse_u64(t->tok[*i], &v))
+      return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: expected a whole number, got '%s'", src, key, t->tok[*i]);
+    return TCUDA_SUCCESS;
+  }
   case TC_KEY_DIVISIONS:
     return parse_roundup(src, t, i, key, (unsigned *)field);
   case TC_KEY_BOOL:
@@ -227,13 +234,6 @@ static tcuda_status parse_value(const char *src, const tokens *t, size_t *i, con
     else if (!strcmp(t->tok[*i], "compact")) *(int *)field = TC_POLICY_COMPACT;
     else return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: expected 'torch' or 'compact', got '%s'", src, key, t->tok[*i]);
     return TCUDA_SUCCESS;
-  case TC_KEY_COUNT: {
-    uint64_t v;
-    if ((s = value_at(src, t, i, key))) return s;
-    if (!parse_u64(t->tok[*i], &v))
-      return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: expected a whole number, got '%s'", src, key, t->tok[*i]);
-    return TCUDA_SUCCESS;
-  }
   case TC_KEY_THREADS: {
     uint64_t v;
     if ((s = value_at(src, t, i, key))) return s;
@@ -377,7 +377,7 @@ int64_t tc_alloc_config_int(const tc_alloc_config *cfg, const tc_config_key *d, 
   case TC_KEY_POLICY: return *(const int *)field;
   case TC_KEY_FRACTION: /* tc_alloc_config_real */
   case TC_KEY_UNIT:
-  case TC_KEY_COUNT:
+  case TC_KEY_WHOLE:
   case TC_KEY_BACKEND:
   case TC_KEY_THREADS: break;
   }

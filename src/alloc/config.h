@@ -23,10 +23,10 @@ typedef struct tc_alloc_config {
   uint64_t max_non_split_rounding_size;  /* default TC_LARGE_BUFFER */
   unsigned roundup_power2_divisions[TC_ROUNDUP_SLOTS]; /* 0 = plain 512 rounding */
   double garbage_collection_threshold;   /* 0 = off */
+  double per_process_memory_fraction;    /* [0, 1]; 1 (the default): no limit */
   int expandable_segments;
   int release_lock_on_cudamalloc;
   int policy;                            /* TC_POLICY_TORCH or TC_POLICY_COMPACT */
-  double per_process_memory_fraction;    /* [0, 1]; 1 (the default): no limit */
   char text[512];                        /* the string it was parsed from */
 } tc_alloc_config;
 
@@ -67,7 +67,7 @@ typedef struct tc_alloc_config {
     "pinned_use_cuda_host_register", "True", "torch's pinned host allocator: cudaHostRegister; ignored")             \
   X("pinned_num_register_threads", NULL, THREADS, TC_KEY_IGNORED, 4, "pinned_num_register_threads", "8",             \
     "torch's pinned host allocator: threads (a power of 2, <= 128); ignored")                                        \
-  X("pinned_reserve_segment_size_mb", NULL, COUNT, TC_KEY_IGNORED, 0, NULL, "64",                                    \
+  X("pinned_reserve_segment_size_mb", NULL, WHOLE, TC_KEY_IGNORED, 0, NULL, "64",                                    \
     "torch's pinned host allocator: a reserved segment (MB); ignored")                                               \
   X("pinned_use_background_threads", NULL, BOOL, TC_KEY_IGNORED, 0, NULL, "True",                                    \
     "torch's pinned host allocator: background threads; ignored")                                                    \
@@ -87,11 +87,11 @@ typedef enum tc_config_kind {
   TC_KEY_MB,        /* uint64_t bytes, written in MB (>= 20); UINT64_MAX: unset */
   TC_KEY_DIVISIONS, /* unsigned[TC_ROUNDUP_SLOTS]; all 0: off */
   TC_KEY_FRACTION,  /* double in (0, 1); 0: off */
+  TC_KEY_UNIT,      /* double in [0, 1]; default 1 */
+  TC_KEY_WHOLE,     /* a whole number (only ignored keys have it) */
   TC_KEY_BOOL,      /* int, written True or False */
   TC_KEY_THREADS,   /* a power of 2, <= 128 */
-  TC_KEY_POLICY,    /* int, TC_POLICY_*, written by name */
-  TC_KEY_UNIT,      /* double in [0, 1]; default 1 */
-  TC_KEY_COUNT      /* a whole number (only ignored keys have it) */
+  TC_KEY_POLICY     /* int, TC_POLICY_*, written by name */
 } tc_config_kind;
 
 /* The policy key's values (docs/allocator.md, "The compact policy"). */
