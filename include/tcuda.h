@@ -700,12 +700,16 @@ typedef struct tcuda_history_entry {
 
 /* Start (enabled 1) or stop (0) recording the allocator history of `device`
  * (-1: current). Entries go to a ring buffer of max_entries (0: no limit,
- * torch's default): when full, the oldest entry is dropped. stacks 1 also
- * keeps each entry's C call stack (backtrace(); symbolized only when a
- * snapshot is written). Calling it again while enabled changes max_entries
- * (keeping the newest entries) and stacks. Stopping discards the history,
- * as torch does. Without history the allocator's cost is one untaken
- * branch. */
+ * torch's default): when full, the oldest entry is dropped. stacks keeps C
+ * call stacks (backtrace(); symbolized only when a snapshot is written) by
+ * torch's context rules: 0 none; 1 ("all") each entry its own; 2 ("alloc")
+ * allocations and OOMs their own, a block's frees its allocation stack, a
+ * segment's free or unmap the segment's; 3 ("state") no entry, only live
+ * blocks. With 1-3 a live block shows its allocation stack in snapshots
+ * even once the ring dropped that entry; "snapshot" entries have none.
+ * Calling it again while enabled changes max_entries (keeping the newest
+ * entries) and stacks. Stopping discards the history, as torch does.
+ * Without history the allocator's cost is one untaken branch. */
 TCUDA_API tcuda_status tcuda_memory_record_history(int device, int enabled, size_t max_entries, int stacks);
 /* A copy of the device's history, oldest first (*count 0 and *entries NULL
  * when not recording). Free with tcuda_memory_history_free. */

@@ -18,7 +18,7 @@ tcuda.interop routes PyTorch's or CuPy's memory through tcuda.
 tcuda.whatif(snapshot) replays a torch memory snapshot's history under
 other allocator configs or a limit (no GPU needed).
 """
-from ._lib import OutOfMemoryError, TcudaError, library_path, lib as _libtcuda
+from ._lib import ConfigError, OutOfMemoryError, TcudaError, library_path, lib as _libtcuda
 from ._device import (can_device_access_peer, current_blas_handle, current_device, device, device_count, device_of,
                       get_arch_list, get_device_capability, get_device_name, get_device_properties, get_gencode_flags,
                       init, ipc_collect, is_available, is_bf16_supported, is_initialized, is_tf32_supported,

@@ -69,6 +69,7 @@ def library_path():
 
 TCUDA_ERROR_NOT_AVAILABLE = 3
 TCUDA_ERROR_OUT_OF_MEMORY = 6
+TCUDA_ERROR_CONFIG = 9
 
 
 class TcudaError(RuntimeError):
@@ -85,11 +86,16 @@ class OutOfMemoryError(TcudaError):
     """torch.cuda.OutOfMemoryError's counterpart (status TCUDA_ERROR_OUT_OF_MEMORY)."""
 
 
+class ConfigError(TcudaError, ValueError):
+    """A bad allocator settings string (status TCUDA_ERROR_CONFIG): also a
+    ValueError, which is what torch raises for one."""
+
+
 def error_from(status):
     status = int(status)
     name = lib.tcuda_status_name(status).decode()
     msg = (lib.tcuda_last_error() or b"").decode("utf-8", "replace") or name
-    cls = OutOfMemoryError if status == TCUDA_ERROR_OUT_OF_MEMORY else TcudaError
+    cls = {TCUDA_ERROR_OUT_OF_MEMORY: OutOfMemoryError, TCUDA_ERROR_CONFIG: ConfigError}.get(status, TcudaError)
     return cls(msg, status, name)
 
 

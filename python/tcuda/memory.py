@@ -62,10 +62,20 @@ def memory_summary(device=None, abbreviated=False):
 
 
 def memory_snapshot():
-    """Segments of every device, as torch.cuda.memory_snapshot() (a list of dicts)."""
+    """Segments of every device, as torch.cuda.memory_snapshot() (a list of
+    dicts; segment_pool_id a tuple, as torch's)."""
     out = c_void_p()
     check(lib.tcuda_memory_snapshot_json(byref(out)))
-    return json.loads(take_string(out))
+    return _segments_from_json(take_string(out))
+
+
+def _segments_from_json(text):
+    # JSON has no tuples: segment_pool_id comes back as a list
+    segments = json.loads(text)
+    for seg in segments:
+        if isinstance(seg.get("segment_pool_id"), list):
+            seg["segment_pool_id"] = tuple(seg["segment_pool_id"])
+    return segments
 
 
 def _query(fn):
@@ -110,7 +120,13 @@ def empty_cache():
 
 
 def set_per_process_memory_fraction(fraction, device=None):
-    check(lib.tcuda_set_per_process_memory_fraction(float(fraction), _device_index(device)))
+    """torch's checks and messages first: a float (an int is a TypeError), in
+    [0, 1] (else ValueError)."""
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if fraction < 0 or fraction > 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    check(lib.tcuda_set_per_process_memory_fraction(fraction, _device_index(device)))
 
 
 def get_per_process_memory_fraction(device=None):
@@ -144,7 +160,8 @@ def record_stream(mem_ptr, stream):
 
 
 def set_allocator_settings(settings):
-    """torch.cuda.memory._set_allocator_settings("key:value,...")."""
+    """torch.cuda.memory._set_allocator_settings("key:value,..."). A bad
+    string raises tcuda.ConfigError, a ValueError as torch's is."""
     check(lib.tcuda_allocator_set_config(c_string(settings, "settings")))
 
 
@@ -268,9 +285,12 @@ def _record_memory_history(enabled="all", *args, **kwargs):
     segment_free, segment_map/unmap, oom, snapshot) for _snapshot() and
     _dump_snapshot(). torch's signature; enabled=True/False takes the legacy
     one. enabled: "all" (a history of max_entries events), "state" (one
-    event) or None (stop, discarding the history). stacks="all" with a
-    context keeps each event's C call stack; tcuda sees no Python frames,
-    so stacks="python" keeps none. Initialises CUDA, as torch's."""
+    event) or None (stop, discarding the history). stacks="all" keeps C
+    call stacks where torch's context puts frames: "all" on every event,
+    "alloc" on allocations (a block's frees show its allocation stack, a
+    segment's free the segment's), "state" on live blocks only; tcuda sees
+    no Python frames, so stacks="python" keeps none. Initialises CUDA, as
+    torch's."""
     if isinstance(enabled, bool):
         return _record_memory_history_legacy(enabled, *args, **kwargs)
     return _record_memory_history_impl(enabled, *args, **kwargs)
@@ -289,8 +309,9 @@ def _record_memory_history_impl(enabled="all", context="all", stacks="all", max_
     if stacks not in ("python", "all"):
         raise RuntimeError("expected stacks to be 'python', or 'all', got %r" % (stacks,))
     n = size_arg(max_entries, "max_entries") if enabled == "all" else 1
-    _record(enabled is not None and bool(record_cuda), n, context is not None and stacks == "all",
-            clear_history, skip_actions, record_pinned_host_memory)
+    mode = _STACK_MODES.get(context, 0) if stacks == "all" else 0
+    _record(enabled is not None and bool(record_cuda), n, mode, clear_history, skip_actions,
+            record_pinned_host_memory)
 
 
 def _record_memory_history_legacy(enabled, record_context=True, trace_alloc_max_entries=1,
@@ -298,11 +319,16 @@ def _record_memory_history_legacy(enabled, record_context=True, trace_alloc_max_
                                   clear_history=False, compile_context=False, global_record_annotations=False,
                                   skip_actions=None, record_pinned_host_memory=False, record_cuda=True):
     n = size_arg(trace_alloc_max_entries, "trace_alloc_max_entries")
-    _record(enabled and bool(record_cuda), n, record_context_cpp and (record_context or trace_alloc_record_context),
-            clear_history, skip_actions, record_pinned_host_memory)
+    # torch's legacy mapping: trace_alloc_record_context is "alloc", else record_context is "state"
+    context = "alloc" if trace_alloc_record_context else "state" if record_context else None
+    mode = _STACK_MODES.get(context, 0) if record_context_cpp else 0
+    _record(enabled and bool(record_cuda), n, mode, clear_history, skip_actions, record_pinned_host_memory)
 
 
 _record_memory_history.__signature__ = inspect.signature(_record_memory_history_impl)
+
+# torch's context -> tcuda_memory_record_history's stacks
+_STACK_MODES = {"all": 1, "alloc": 2, "state": 3}
 
 
 def _record(enabled, max_entries, stacks, clear_history, skip_actions, record_pinned_host_memory):
@@ -318,7 +344,7 @@ def _record(enabled, max_entries, stacks, clear_history, skip_actions, record_pi
         if clear_history or not enabled:
             check(lib.tcuda_memory_record_history(d, 0, 0, 0))
         if enabled:
-            check(lib.tcuda_memory_record_history(d, 1, ring, 1 if stacks else 0))
+            check(lib.tcuda_memory_record_history(d, 1, ring, stacks))
 
 
 def _snapshot(device=None, augment_with_fx_traces=False):

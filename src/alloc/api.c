@@ -70,6 +70,9 @@ static tcuda_status create_alloc(const char *func, int device, tc_alloc **out) {
       if (s) s = prefixed(func, s);
       else if ((s = tc_alloc_create(device, tc_backend_cuda(), &g_cfg, p.total_memory, &a))) s = prefixed(func, s);
       else {
+        /* per_process_memory_fraction: where each allocator starts (torch reads it at creation too) */
+        if (g_cfg.per_process_memory_fraction < 1.0)
+          (void)tc_alloc_set_memory_fraction(a, g_cfg.per_process_memory_fraction);
         tc_hooks_created(a, device, stream_id_of); /* layers above attach to it (hooks.h) */
         atomic_store(&tc_stream_destroy_hook, stream_destroyed);
         atomic_store_explicit(&g_allocs[device], a, memory_order_release);

@@ -31,6 +31,7 @@ void tc_alloc_config_default(tc_alloc_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
   cfg->max_split_size = UINT64_MAX;
   cfg->max_non_split_rounding_size = TC_LARGE_BUFFER;
+  cfg->per_process_memory_fraction = 1.0;
 }
 
 static tcuda_status lex(const char *src, const char *conf, tokens *t) {
@@ -202,6 +203,21 @@ static tcuda_status parse_value(const char *src, const tokens *t, size_t *i, con
     *(double *)field = v;
     return TCUDA_SUCCESS;
   }
+  case TC_KEY_UNIT: {
+    double v = 0;
+    if ((s = value_at(src, t, i, key))) return s;
+    if (!parse_double(t->tok[*i], &v) || !(v >= 0.0 && v <= 1.0)) /* torch's words */
+      return tc_error(TCUDA_ERROR_CONFIG, "%s: %s is invalid, set it in [0.0, 1.0], got '%s'", src, key, t->tok[*i]);
+    *(double *)field = v;
+    return TCUDA_SUCCESS;
+  }
+  case TC_KEY_WHOLE: {
+    uint64_t v;
+    if ((s = value_at(src, t, i, key))) return s;
+    if (!parse_u64(t->tok[*i], &v))
+      return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: expected a whole number, got '%s'", src, key, t->tok[*i]);
+    return TCUDA_SUCCESS;
+  }
   case TC_KEY_DIVISIONS:
     return parse_roundup(src, t, i, key, (unsigned *)field);
   case TC_KEY_BOOL:
@@ -322,6 +338,9 @@ size_t tc_alloc_config_format(const tc_alloc_config *cfg, char *buf, size_t n) {
     } else if (d->kind == TC_KEY_FRACTION) {
       double v = *(const double *)field;
       if (v > 0) PUT("%s%s:%.17g", sep, d->key, v);
+    } else if (d->kind == TC_KEY_UNIT) {
+      double v = *(const double *)field;
+      if (v != 1.0) PUT("%s%s:%.17g", sep, d->key, v);
     } else if (d->kind == TC_KEY_BOOL) {
       PUT("%s%s:%s", sep, d->key, *(const int *)field ? "True" : "False");
     } else if (d->kind == TC_KEY_COUNT) {
@@ -367,6 +386,8 @@ int64_t tc_alloc_config_int(const tc_alloc_config *cfg, const tc_config_key *d, 
   case TC_KEY_POLICY:
   case TC_KEY_COUNT: return *(const int *)field;
   case TC_KEY_FRACTION: /* tc_alloc_config_real */
+  case TC_KEY_UNIT:
+  case TC_KEY_WHOLE:
   case TC_KEY_BACKEND:
   case TC_KEY_THREADS: break;
   }
@@ -374,6 +395,6 @@ int64_t tc_alloc_config_int(const tc_alloc_config *cfg, const tc_config_key *d, 
 }
 
 double tc_alloc_config_real(const tc_alloc_config *cfg, const tc_config_key *d) {
-  if (d->field == TC_KEY_IGNORED || d->kind != TC_KEY_FRACTION) return 0;
+  if (d->field == TC_KEY_IGNORED || (d->kind != TC_KEY_FRACTION && d->kind != TC_KEY_UNIT)) return 0;
   return *(const double *)((const char *)cfg + d->field);
 }

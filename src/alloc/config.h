@@ -26,6 +26,7 @@ typedef struct tc_alloc_config {
   uint64_t max_non_split_rounding_size;  /* default TC_LARGE_BUFFER */
   unsigned roundup_power2_divisions[TC_ROUNDUP_SLOTS]; /* 0 = plain 512 rounding */
   double garbage_collection_threshold;   /* 0 = off */
+  double per_process_memory_fraction;    /* [0, 1]; 1 (the default): no limit */
   int expandable_segments;
   int release_lock_on_cudamalloc;
   int policy;                            /* TC_POLICY_TORCH or TC_POLICY_COMPACT */
@@ -56,7 +57,7 @@ typedef struct tc_alloc_config {
     "cached blocks this large (MB, >= 20) are never split nor given to smaller requests; unset: no limit")           \
   X("max_non_split_rounding_mb", NULL, MB, TC_KEY_FIELD(max_non_split_rounding_size), 0, NULL, "40",                 \
     "a request of max_split_size or more takes a cached block at most this much (MB, >= 20) larger")                 \
-  X("roundup_power2_divisions", NULL, DIVISIONS, TC_KEY_FIELD(roundup_power2_divisions), 7,                          \
+  X("roundup_power2_divisions", NULL, DIVISIONS, TC_KEY_FIELD(roundup_power2_divisions), 8,                          \
     "roundup_power2_divisions", "[256:4,>:1]",                                                                       \
     "round requests up to one of N steps of their power-of-2 interval: N, or [MB:N,...,>:N]")                        \
   X("garbage_collection_threshold", NULL, FRACTION, TC_KEY_FIELD(garbage_collection_threshold), 2,                   \
@@ -70,10 +71,15 @@ typedef struct tc_alloc_config {
     "pinned_use_cuda_host_register", "True", "torch's pinned host allocator: cudaHostRegister; ignored")             \
   X("pinned_num_register_threads", NULL, THREADS, TC_KEY_IGNORED, 4, "pinned_num_register_threads", "8",             \
     "torch's pinned host allocator: threads (a power of 2, <= 128); ignored")                                        \
+  X("pinned_reserve_segment_size_mb", NULL, WHOLE, TC_KEY_IGNORED, 0, NULL, "64",                                    \
+    "torch's pinned host allocator: a reserved segment (MB); ignored")                                               \
   X("pinned_use_background_threads", NULL, BOOL, TC_KEY_IGNORED, 0, NULL, "True",                                    \
     "torch's pinned host allocator: background threads; ignored")                                                    \
-  X("graph_capture_record_stream_reuse", NULL, BOOL, TC_KEY_IGNORED, 0, NULL, "True",                                \
+  X("graph_capture_record_stream_reuse", NULL, BOOL, TC_KEY_IGNORED, 7,                                              \
+    "graph_capture_record_stream_reuse", "True",                                                                     \
     "torch's graph capture: reuse of record_stream blocks; ignored")                                                 \
+  X("per_process_memory_fraction", NULL, UNIT, TC_KEY_FIELD(per_process_memory_fraction), 0, NULL, "0.5",            \
+    "the memory fraction each device's allocator starts with, as set_per_process_memory_fraction; [0, 1]")           \
   X("policy", NULL, POLICY, TC_KEY_FIELD(policy), 0, NULL, "compact",                                                \
     "tcuda's placement policy: torch (identical to PyTorch) or compact (pages given back inside segments)")   \
   X("thread_cache", NULL, COUNT, TC_KEY_FIELD(thread_cache), 0, NULL, "16",                                       \
@@ -87,6 +93,8 @@ typedef enum tc_config_kind {
   TC_KEY_MB,        /* uint64_t bytes, written in MB (>= 20); UINT64_MAX: unset */
   TC_KEY_DIVISIONS, /* unsigned[TC_ROUNDUP_SLOTS]; all 0: off */
   TC_KEY_FRACTION,  /* double in (0, 1); 0: off */
+  TC_KEY_UNIT,      /* double in [0, 1]; default 1 */
+  TC_KEY_WHOLE,     /* a whole number (only ignored keys have it) */
   TC_KEY_BOOL,      /* int, written True or False */
   TC_KEY_THREADS,   /* a power of 2, <= 128 */
   TC_KEY_POLICY,    /* int, TC_POLICY_*, written by name */

@@ -20,6 +20,92 @@
 #include <string.h>
 #include <time.h>
 
+/* Stacks kept by address while stacks are on, as torch keeps them on its
+ * blocks: each live block's allocation stack (the snapshot's blocks show
+ * it however short the ring), and each segment's, which torch's "alloc"
+ * context gives the segment's free. Open addressing on the address. */
+struct kept_stack {
+  uint64_t addr; /* 0: an empty slot */
+  uint8_t n;
+  void *pcs[TC_HISTORY_DEPTH];
+};
+
+struct kept_map {
+  struct kept_stack *s;
+  size_t cap, n; /* cap: 0 or a power of 2 */
+};
+
+static uint64_t kept_hash(uint64_t a) {
+  a ^= a >> 33;
+  a *= 0xff51afd7ed558ccdULL;
+  return a ^ (a >> 33);
+}
+
+static struct kept_stack *kept_find(struct kept_map *m, uint64_t addr) {
+  if (!m->cap) return NULL;
+  for (size_t k = kept_hash(addr) & (m->cap - 1);; k = (k + 1) & (m->cap - 1)) {
+    if (m->s[k].addr == addr) return &m->s[k];
+    if (!m->s[k].addr) return NULL;
+  }
+}
+
+/* Insert or replace; on host OOM the stack is just not kept. */
+static void kept_put(struct kept_map *m, uint64_t addr, void *const *pcs, int n) {
+  if (!addr) return;
+  struct kept_stack *x = kept_find(m, addr);
+  if (!x) {
+    if (2 * (m->n + 1) > m->cap) {
+      size_t cap = m->cap ? 2 * m->cap : 256;
+      struct kept_stack *s = calloc(cap, sizeof *s);
+      if (!s) return;
+      for (size_t i = 0; i < m->cap; i++) {
+        if (!m->s[i].addr) continue;
+        size_t k = kept_hash(m->s[i].addr) & (cap - 1);
+        while (s[k].addr) k = (k + 1) & (cap - 1);
+        s[k] = m->s[i];
+      }
+      free(m->s);
+      m->s = s;
+      m->cap = cap;
+    }
+    size_t k = kept_hash(addr) & (m->cap - 1);
+    while (m->s[k].addr) k = (k + 1) & (m->cap - 1);
+    x = &m->s[k];
+    x->addr = addr;
+    m->n++;
+  }
+  x->n = (uint8_t)n;
+  if (n) memcpy(x->pcs, pcs, (size_t)n * sizeof *pcs);
+}
+
+/* Remove addr's stack, copying it to pcs when pcs is not NULL; returns its
+ * frame count (0 when none was kept). */
+static int kept_take(struct kept_map *m, uint64_t addr, void **pcs) {
+  struct kept_stack *x = kept_find(m, addr);
+  if (!x) return 0;
+  int n = x->n;
+  if (pcs && n) memcpy(pcs, x->pcs, (size_t)n * sizeof *pcs);
+  /* backward-shift deletion keeps every probe run unbroken */
+  size_t i = (size_t)(x - m->s), j = i;
+  for (;;) {
+    j = (j + 1) & (m->cap - 1);
+    if (!m->s[j].addr) break;
+    size_t home = kept_hash(m->s[j].addr) & (m->cap - 1);
+    if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
+      m->s[i] = m->s[j];
+      i = j;
+    }
+  }
+  m->s[i].addr = 0;
+  m->n--;
+  return n;
+}
+
+static void kept_clear(struct kept_map *m) {
+  free(m->s);
+  memset(m, 0, sizeof *m);
+}
+
 struct tc_history {
   pthread_mutex_t mu;
   size_t max;  /* 0: unbounded */
@@ -27,6 +113,8 @@ struct tc_history {
   tc_history_entry *e;
   void **pcs;  /* TC_HISTORY_DEPTH per slot, when stacks were ever on */
   size_t cap, head, n; /* entry i (oldest first) is slot (head + i) % cap */
+  pthread_mutex_t kept_mu; /* blocks and segs; never held with mu taken after it by trace */
+  struct kept_map blocks, segs;
 };
 
 /* Context ids: a caller (torch's glue) tags the entries a thread records
@@ -77,6 +165,7 @@ tcuda_status tc_history_create(size_t max_entries, int stacks, tc_history **out)
   tc_history *h = calloc(1, sizeof *h);
   if (!h) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "memory history: out of host memory");
   pthread_mutex_init(&h->mu, NULL);
+  pthread_mutex_init(&h->kept_mu, NULL);
   h->max = max_entries;
   atomic_store(&h->stacks, stacks);
   if (stacks) {
@@ -98,6 +187,9 @@ void tc_history_destroy(tc_history *h) {
   pthread_mutex_destroy(&h->mu);
   free(h->e);
   free(h->pcs);
+  kept_clear(&h->blocks);
+  kept_clear(&h->segs);
+  pthread_mutex_destroy(&h->kept_mu);
   free(h);
 }
 
@@ -145,6 +237,12 @@ tcuda_status tc_history_configure(tc_history *h, size_t max_entries, int stacks)
   }
   pthread_mutex_unlock(&h->mu);
   if (!ok) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "memory history: out of host memory");
+  if (!stacks) { /* kept stacks would go stale while nothing updates them */
+    pthread_mutex_lock(&h->kept_mu);
+    kept_clear(&h->blocks);
+    kept_clear(&h->segs);
+    pthread_mutex_unlock(&h->kept_mu);
+  }
   if (stacks) {
     void *warm[2];
     backtrace(warm, 2);
@@ -152,13 +250,56 @@ tcuda_status tc_history_configure(tc_history *h, size_t max_entries, int stacks)
   return TCUDA_SUCCESS;
 }
 
+/* The frames an entry keeps under `mode` (tcuda_memory_record_history's
+ * stacks), by torch's rules: 1 ("all") each entry its own; 2 ("alloc") the
+ * allocating events their own, a block's frees its allocation stack and a
+ * segment's free or unmap the segment's; 3 ("state") none. A snapshot
+ * entry has none. pcs holds the n frames just taken, and gets the entry's;
+ * returns their count. Keeps the stacks these rules and the snapshot need. */
+static int entry_stack(tc_history *h, int mode, tc_trace_action action, uint64_t addr, void **pcs, int n) {
+  int keep = n, k;
+  pthread_mutex_lock(&h->kept_mu);
+  switch (action) {
+  case TC_TRACE_ALLOC: kept_put(&h->blocks, addr, pcs, n); break;
+  case TC_TRACE_SEGMENT_ALLOC:
+  case TC_TRACE_SEGMENT_MAP: kept_put(&h->segs, addr, pcs, n); break;
+  case TC_TRACE_FREE_REQUESTED:
+    if (mode == 2) {
+      struct kept_stack *x = kept_find(&h->blocks, addr);
+      keep = x ? x->n : 0;
+      if (keep) memcpy(pcs, x->pcs, (size_t)keep * sizeof *pcs);
+    }
+    break;
+  case TC_TRACE_FREE_COMPLETED:
+    k = kept_take(&h->blocks, addr, mode == 2 ? pcs : NULL);
+    if (mode == 2) keep = k;
+    break;
+  case TC_TRACE_SEGMENT_FREE:
+  case TC_TRACE_SEGMENT_UNMAP:
+    k = kept_take(&h->segs, addr, mode == 2 ? pcs : NULL);
+    if (mode == 2) keep = k;
+    break;
+  case TC_TRACE_SNAPSHOT: keep = 0; break;
+  default: break; /* oom: its own */
+  }
+  pthread_mutex_unlock(&h->kept_mu);
+  return mode == 3 ? 0 : keep;
+}
+
 void tc_history_trace(void *ctx, tc_trace_action action, uint64_t addr, uint64_t size, uint64_t stream) {
   tc_history *h = ctx;
   void *pcs[TC_HISTORY_DEPTH + 1];
   int np = 0;
-  if (atomic_load_explicit(&h->stacks, memory_order_relaxed)) {
-    np = backtrace(pcs, TC_HISTORY_DEPTH + 1) - 1; /* drop this function's own frame */
-    if (np < 0) np = 0;
+  int mode = atomic_load_explicit(&h->stacks, memory_order_relaxed);
+  if (mode) {
+    /* only events that start a stack, or that keep their own, take one */
+    if (mode == 1 ? action != TC_TRACE_SNAPSHOT
+                  : action == TC_TRACE_ALLOC || action == TC_TRACE_SEGMENT_ALLOC || action == TC_TRACE_SEGMENT_MAP ||
+                        (mode == 2 && action == TC_TRACE_OOM)) {
+      np = backtrace(pcs, TC_HISTORY_DEPTH + 1) - 1; /* drop this function's own frame */
+      if (np < 0) np = 0;
+    }
+    np = entry_stack(h, mode, action, addr, pcs + 1, np);
   }
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -217,12 +358,15 @@ void tc_history_trace(void *ctx, tc_trace_action action, uint64_t addr, uint64_t
 
 tcuda_status tc_history_copy_take(tc_history *h, tc_history_copy *out) {
   memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&h->kept_mu);
   pthread_mutex_lock(&h->mu);
-  size_t n = h->n;
-  tc_history_entry *e = malloc((n ? n : 1) * sizeof *e);
-  void **pcs = h->pcs ? malloc((n ? n : 1) * TC_HISTORY_DEPTH * sizeof *pcs) : NULL;
-  if (!e || (h->pcs && !pcs)) {
+  size_t n = h->n, nl = h->blocks.n, all = n + nl;
+  tc_history_entry *e = malloc((all ? all : 1) * sizeof *e);
+  int want_pcs = h->pcs || nl;
+  void **pcs = want_pcs ? malloc((all ? all : 1) * TC_HISTORY_DEPTH * sizeof *pcs) : NULL;
+  if (!e || (want_pcs && !pcs)) {
     pthread_mutex_unlock(&h->mu);
+    pthread_mutex_unlock(&h->kept_mu);
     free(e);
     free(pcs);
     return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "memory history: out of host memory");
@@ -230,12 +374,26 @@ tcuda_status tc_history_copy_take(tc_history *h, tc_history_copy *out) {
   for (size_t i = 0; i < n; i++) {
     size_t from = (h->head + i) % h->cap;
     e[i] = h->e[from];
-    if (pcs) memcpy(pcs + i * TC_HISTORY_DEPTH, h->pcs + from * TC_HISTORY_DEPTH, e[i].nframes * sizeof *pcs);
+    if (pcs && h->pcs)
+      memcpy(pcs + i * TC_HISTORY_DEPTH, h->pcs + from * TC_HISTORY_DEPTH, e[i].nframes * sizeof *pcs);
+    else
+      e[i].nframes = 0;
   }
+  size_t k = n;
+  for (size_t i = 0; i < h->blocks.cap; i++) {
+    const struct kept_stack *x = &h->blocks.s[i];
+    if (!x->addr) continue;
+    e[k] = (tc_history_entry){.addr = x->addr, .action = TC_TRACE_ALLOC, .nframes = x->n};
+    memcpy(pcs + k * TC_HISTORY_DEPTH, x->pcs, (size_t)x->n * sizeof *pcs);
+    k++;
+  }
+  out->live_kept = atomic_load(&h->stacks) != 0;
   pthread_mutex_unlock(&h->mu);
+  pthread_mutex_unlock(&h->kept_mu);
   out->e = e;
   out->pcs = pcs;
   out->n = n;
+  out->nlive = nl;
   return TCUDA_SUCCESS;
 }
 
@@ -312,8 +470,9 @@ tcuda_status tcuda_memory_record_history(int device, int enabled, size_t max_ent
   static const char *F = "tcuda_memory_record_history";
   if (enabled != 0 && enabled != 1)
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: enabled %d is not 0 or 1", F, enabled);
-  if (stacks != 0 && stacks != 1)
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: stacks %d is not 0 (none) or 1 (C stacks)", F, stacks);
+  if (stacks < 0 || stacks > 3)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
+                    "%s: stacks %d is not 0 (none), 1 (all), 2 (alloc) or 3 (state): torch's contexts", F, stacks);
   if (max_entries > ((size_t)1 << 40))
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: max_entries %zu is too large (at most 2^40; 0 = no limit)", F,
                     max_entries);
@@ -385,8 +544,8 @@ static int64_t sid_map(void *ctx, int64_t key) {
   return sid ? sid((uint64_t)key) : key;
 }
 
-/* Snapshot every attached allocator (adding a "snapshot" entry to each
- * recording one, as torch does), copy the histories, and encode. */
+/* Copy the histories, snapshot every attached allocator (adding a
+ * "snapshot" entry to each recording one, as torch does), and encode. */
 tcuda_status tc_history_dump(const char *func, const char *path, int json) {
   if (!path || !*path)
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: path is %s", func, path ? "empty" : "NULL");
@@ -401,6 +560,9 @@ tcuda_status tc_history_dump(const char *func, const char *path, int json) {
   int64_t (*sid)(uint64_t) = g_sid;
   for (int d = 0; d < TC_MAX_DEVICES && !s; d++) {
     if (g_dev[d].a || g_dev[d].h) ndev = d + 1;
+    /* the history before the snapshot, as torch copies it: the "snapshot"
+     * entry a dump adds shows in later dumps, never in its own */
+    if (g_dev[d].h && (s = tc_history_copy_take(g_dev[d].h, &traces[d]))) break;
     if (g_dev[d].a) {
       if (!have_cfg) {
         tc_alloc_get_config(g_dev[d].a, &cfg);
@@ -423,7 +585,6 @@ tcuda_status tc_history_dump(const char *func, const char *path, int json) {
       free(one->segments); /* the blocks moved to `all` */
       free(one);
     }
-    if (g_dev[d].h) s = tc_history_copy_take(g_dev[d].h, &traces[d]);
   }
   pthread_mutex_unlock(&g_mu);
   if (!have_cfg && tc_alloc_config_from_env(&cfg)) {

@@ -25,7 +25,8 @@ typedef struct tc_history_entry {
 /* One recorder. Its tc_history_trace is a tc_trace_fn: pass the recorder
  * as ctx to tc_alloc_set_trace. */
 typedef struct tc_history tc_history;
-/* max_entries 0: unbounded. stacks: 0 or 1. */
+/* max_entries 0: unbounded. stacks: 0 none, or torch's context as in
+ * tcuda_memory_record_history: 1 all, 2 alloc, 3 state. */
 tcuda_status tc_history_create(size_t max_entries, int stacks, tc_history **out);
 void tc_history_destroy(tc_history *h);
 void tc_history_trace(void *ctx, tc_trace_action action, uint64_t addr, uint64_t size, uint64_t stream);
@@ -33,11 +34,16 @@ void tc_history_trace(void *ctx, tc_trace_action action, uint64_t addr, uint64_t
 tcuda_status tc_history_configure(tc_history *h, size_t max_entries, int stacks);
 
 /* A copy of the entries, oldest first; pcs holds TC_HISTORY_DEPTH slots per
- * entry (NULL without stacks). */
+ * entry (NULL without stacks). After the n entries of the trace, e and pcs
+ * hold nlive more: one "alloc" per live block whose allocation stack was
+ * kept, in no order (not part of the trace). live_kept: stacks were on, so
+ * those are every live block's that has one. */
 typedef struct tc_history_copy {
   tc_history_entry *e;
   void **pcs;
   size_t n;
+  size_t nlive;
+  int live_kept;
 } tc_history_copy;
 tcuda_status tc_history_copy_take(tc_history *h, tc_history_copy *out);
 void tc_history_copy_free(tc_history_copy *c);

@@ -335,8 +335,9 @@ static const char *state_str(tcuda_block_state s) {
   }
 }
 
-/* For each device, addr -> the latest alloc entry still live at the end,
- * so live blocks carry the stack that allocated them (as torch's do). */
+/* For each device, addr -> the entry with the stack that allocated a live
+ * block (as torch's blocks carry it): the kept stacks the copy brings, or
+ * for a copy without them the latest alloc entry of the trace. */
 typedef struct {
   uint64_t addr;
   size_t idx;
@@ -349,13 +350,15 @@ static int live_cmp(const void *a, const void *b) {
 
 static live_ent *live_allocs(const tc_history_copy *c, size_t *n, int *oom) {
   *n = 0;
-  if (!c || !c->pcs || !c->n) return NULL;
+  /* the kept stacks of live blocks where the copy has them, else the trace's allocs */
+  size_t lo = c && c->live_kept ? c->n : 0, hi = c ? (c->live_kept ? c->n + c->nlive : c->n) : 0;
+  if (!c || !c->pcs || lo == hi) return NULL;
   size_t cnt = 0;
-  for (size_t i = 0; i < c->n; i++) cnt += c->e[i].action == TC_TRACE_ALLOC;
+  for (size_t i = lo; i < hi; i++) cnt += c->e[i].action == TC_TRACE_ALLOC;
   live_ent *v = malloc((cnt ? cnt : 1) * sizeof *v);
   if (!v) { *oom = 1; return NULL; }
   size_t k = 0;
-  for (size_t i = 0; i < c->n; i++)
+  for (size_t i = lo; i < hi; i++)
     if (c->e[i].action == TC_TRACE_ALLOC) v[k++] = (live_ent){c->e[i].addr, i};
   qsort(v, k, sizeof *v, live_cmp);
   *n = k;
@@ -497,6 +500,11 @@ static void document(em *e, symtab *t, const tc_snapshot_doc *d) {
       i64(e, d->trace_stream ? d->trace_stream(d->stream_ctx, (int64_t)x->stream) : (int64_t)x->stream);
       key(e, "time_us");
       i64(e, x->time_us);
+      /* torch 2.11's defaults: no torch.compile region, no _set_memory_metadata */
+      key(e, "compile_context");
+      str(e, "N/A");
+      key(e, "user_metadata");
+      str(e, "");
       key(e, "frames");
       frames_value(e, t, c, i);
       close_(e, 1);
@@ -507,6 +515,9 @@ static void document(em *e, symtab *t, const tc_snapshot_doc *d) {
 
   key(e, "allocator_settings");
   settings(e, d);
+  key(e, "external_annotations"); /* torch's profiler annotations: tcuda records none */
+  open_(e, 0);
+  close_(e, 0);
   close_(e, 1);
   if (e->json) tc_sbuf_puts(&e->b, "\n");
   else put_u8(e, '.'); /* STOP */

@@ -2,8 +2,9 @@
 in two subprocesses, whose outputs must be equal: devices, streams, events,
 RNG values and states, memory stats/summary/snapshot for the same request
 sequence, pinned host memory stats, CUDA graphs (capture, replay, pools,
-errors), comm results, NVTX depths, and the shape of current_blas_handle(),
-ipc_collect() and the memory history.
+errors), comm results, NVTX depths, the shape of current_blas_handle(),
+ipc_collect() and the memory history, and what torch's names and tcuda's
+raise and write for the same inputs (section "names").
 
     python3 diff_torch.py                       # compare; exit 1 on a difference
     python3 diff_torch.py --backend torch|tcuda  # one side, JSON out
@@ -435,6 +436,80 @@ def extras_section(cuda, out, info):
     out["extras"] = r
 
 
+def _raised(call):
+    """The exception a call raises, as (type name, is a ValueError, message); None if none."""
+    try:
+        call()
+    except Exception as e:  # noqa: BLE001 - the type is what is compared
+        return [type(e).__name__ if type(e).__name__ in ("TypeError", "ValueError") else "other",
+                isinstance(e, ValueError), str(e).splitlines()[0] if str(e) else ""]
+    return None
+
+
+def names_section(torch, cuda, tcuda_mode, out, info):
+    """The same inputs to torch's names and tcuda's: exception types and
+    messages, the snapshot's keys, pool ids, trace entries, where frames go
+    per context mode, and the per_process_memory_fraction config key."""
+    r = {}
+    orig = cuda.get_per_process_memory_fraction(0)
+    r["fraction_int"] = _raised(lambda: cuda.set_per_process_memory_fraction(1))
+    r["fraction_low"] = _raised(lambda: cuda.set_per_process_memory_fraction(-0.1))
+    r["fraction_high"] = _raised(lambda: cuda.set_per_process_memory_fraction(2.0))
+    cuda.set_per_process_memory_fraction(orig, 0)
+    setter = cuda.set_allocator_settings if tcuda_mode else torch._C._accelerator_setAllocatorSettings
+    r["bad_settings_are_value_errors"] = [
+        (_raised(lambda: setter(bad)) or [None, None])[1]
+        for bad in ("foo:1,bar:2", "garbage_collection_threshold:1.2", "max_split_size_mb:2",
+                    "release_lock_on_cudamalloc:none", "pinned_num_register_threads:1024")]
+    mem = cuda.memory
+    mem._record_memory_history(max_entries=1000)
+    p = cuda.caching_allocator_alloc(3 * MiB + 5, 0)
+    cuda.caching_allocator_delete(p)
+    cuda.empty_cache()
+    snap = mem._snapshot()
+    mem._record_memory_history(enabled=None)
+    r["snapshot_keys"] = list(snap)
+    trace = snap["device_traces"][0] if snap["device_traces"] else []
+    r["entry_keys"] = sorted({tuple(e) for e in trace if e["action"] != "oom"})
+    r["compile_context"] = sorted({e.get("compile_context") for e in trace})
+    r["user_metadata"] = sorted({e.get("user_metadata") for e in trace})
+    r["last_action"] = trace[-1]["action"] if trace else None
+    r["pool_id_types"] = sorted({type(s["segment_pool_id"]).__name__ for s in cuda.memory_snapshot()})
+    # frames per context mode, C++ stacks on both sides (tcuda has no Python frames)
+    for context in ("state", "alloc", "all"):
+        cuda.empty_cache()
+        mem._record_memory_history("state" if context == "state" else "all", context=context, stacks="all")
+        keep = cuda.caching_allocator_alloc(15 * MiB, 0)  # its segment stays
+        gone = cuda.caching_allocator_alloc(12 * MiB, 0)  # a segment of its own, freed below
+        cuda.caching_allocator_delete(gone)
+        cuda.empty_cache()
+        snap = mem._snapshot()
+        mem._record_memory_history(enabled=None)
+        cuda.caching_allocator_delete(keep)
+        trace = snap["device_traces"][0] if snap["device_traces"] else []
+        live = [b for s in snap["segments"] for b in s["blocks"] if b["address"] == keep]
+        seg_free = [e for e in trace if e["action"] == "segment_free"]
+        r["frames_" + context] = {
+            "live_block_has_frames": bool(live and live[0]["frames"]),
+            "segment_free_has_frames": any(e["frames"] for e in seg_free),
+            "segment_free_names_empty_cache": any("empty_cache" in f["name"] for e in seg_free for f in e["frames"]),
+            "entries_have_frames": any(e["frames"] for e in trace)}
+    cuda.empty_cache()
+    # torch 2.11's allocator config key, read when the allocator starts
+    code = ("import sys\nsys.path[:0] = %r\nimport torch\n" % sys.path[:3] +
+            ("import tcuda as cuda\n" if tcuda_mode else "cuda = torch.cuda\n") +
+            "print(cuda.get_per_process_memory_fraction(0))\n")
+    got = []
+    for value in ("0.5", "1.1"):
+        env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF="per_process_memory_fraction:" + value)
+        env.pop("TCUDA_ALLOC_CONF", None)
+        pr = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        got.append(pr.stdout.strip() if pr.returncode == 0 else
+                   "error: " + ("per_process_memory_fraction is invalid" in pr.stderr and "named" or pr.stderr[-200:]))
+    r["fraction_key"] = got
+    out["names"] = r
+
+
 def run(backend):
     import torch
     tcuda_mode = backend == "tcuda"
@@ -455,6 +530,7 @@ def run(backend):
         ("graph", lambda: graph_section(torch, cuda, tcuda_mode, out, info)),  # late: a failed capture stays local
         ("nvtx", lambda: nvtx_section(cuda, tcuda_mode, out, info)),
         ("extras", lambda: extras_section(cuda, out, info)),
+        ("names", lambda: names_section(torch, cuda, tcuda_mode, out, info)),
     ]
     for name, fn in sections:
         try:

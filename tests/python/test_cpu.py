@@ -104,8 +104,31 @@ def test_allocator_settings_errors_name_the_key():
                 "max_split_size_mb")
     assert "banana" in str(e)
     _raises(lambda: tcuda.set_allocator_settings("no_such_key:1"), "TCUDA_ERROR_CONFIG", "no_such_key")
-    _raises(lambda: tcuda.set_per_process_memory_fraction(1.5, 0), "TCUDA_ERROR_INVALID_ARGUMENT",
-            "Invalid fraction value: 1.5")
+    _raises(lambda: tcuda.set_per_process_memory_fraction(float("nan"), 0), "TCUDA_ERROR_INVALID_ARGUMENT",
+            "Invalid fraction value: nan")
+
+
+def test_bad_arguments_raise_torchs_exception_types():
+    # torch.cuda.set_per_process_memory_fraction checks in Python: the type
+    # first (an int is refused), then the range, with these messages
+    with pytest.raises(TypeError, match="Invalid type for fraction argument, must be `float`"):
+        tcuda.set_per_process_memory_fraction(1)
+    for bad in (-0.1, 2.0):
+        with pytest.raises(ValueError, match="Invalid fraction value: %s. Allowed range: 0~1" % bad):
+            tcuda.set_per_process_memory_fraction(bad)
+    # the strings torch's test_allocator_settings expects ValueError for
+    for bad in ("foo:1,bar:2", "garbage_collection_threshold:1.2", "max_split_size_mb:2",
+                "release_lock_on_cudamalloc:none", "pinned_use_cuda_host_register:none",
+                "pinned_num_register_threads:none", "pinned_num_register_threads:1024"):
+        with pytest.raises(ValueError) as ei:
+            tcuda.set_allocator_settings(bad)
+        assert isinstance(ei.value, tcuda.TcudaError) and ei.value.name == "TCUDA_ERROR_CONFIG"
+
+
+def test_memory_snapshot_pool_ids_are_tuples():
+    segs = tcuda.memory._segments_from_json('[{"segment_pool_id": [1, 2], "blocks": []}, {"device": 0}]')
+    assert segs[0]["segment_pool_id"] == (1, 2) and type(segs[0]["segment_pool_id"]) is tuple
+    assert segs[1] == {"device": 0}
 
 
 def test_device_arguments():
@@ -650,6 +673,7 @@ def _no_gpu_rows(tmp_path):
         "Tensor": (lambda: tcuda.Tensor.__name__, "Tensor"),
         "TcudaError": (lambda: issubclass(tcuda.TcudaError, RuntimeError), True),
         "OutOfMemoryError": (lambda: issubclass(tcuda.OutOfMemoryError, tcuda.TcudaError), True),
+        "ConfigError": (lambda: issubclass(tcuda.ConfigError, (tcuda.TcudaError, ValueError)), True),
         "library_path": (tcuda.library_path, _Is(os.path.isabs, "an absolute path")),
         "library_version": (tcuda.library_version, tcuda.__version__),
         # snapshots: no GPU needed (tests/python/test_whatif.py runs real ones)

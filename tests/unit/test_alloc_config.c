@@ -37,6 +37,7 @@ static void test_defaults(void) {
   CHECK_EQ_INT(c.max_non_split_rounding_size, 20 * MiB);
   for (int k = 0; k < TC_ROUNDUP_SLOTS; k++) CHECK_EQ_INT(c.roundup_power2_divisions[k], 0);
   CHECK(c.garbage_collection_threshold == 0);
+  CHECK(c.per_process_memory_fraction == 1.0);
   CHECK_EQ_INT(c.expandable_segments, 0);
   CHECK_EQ_INT(c.release_lock_on_cudamalloc, 0);
   tc_alloc_config d = sentinel();
@@ -60,6 +61,14 @@ static void test_each_key(void) {
   CHECK_EQ_INT(c.max_non_split_rounding_size, 30 * MiB);
   CHECK_OK(tc_alloc_config_parse("garbage_collection_threshold:0.6", &c));
   CHECK(c.garbage_collection_threshold == 0.6);
+  /* torch 2.11's per_process_memory_fraction: [0, 1], both ends included */
+  CHECK(c.per_process_memory_fraction == 1.0);
+  CHECK_OK(tc_alloc_config_parse("per_process_memory_fraction:0.5", &c));
+  CHECK(c.per_process_memory_fraction == 0.5);
+  CHECK_OK(tc_alloc_config_parse("per_process_memory_fraction:0", &c));
+  CHECK(c.per_process_memory_fraction == 0.0);
+  CHECK_OK(tc_alloc_config_parse("per_process_memory_fraction:1.0", &c));
+  CHECK(c.per_process_memory_fraction == 1.0);
   CHECK_OK(tc_alloc_config_parse("expandable_segments:True", &c));
   CHECK_EQ_INT(c.expandable_segments, 1);
   CHECK_OK(tc_alloc_config_parse("expandable_segments:False", &c));
@@ -153,6 +162,12 @@ static void test_bad_values(void) {
   bad("expandable_segments:1", "expandable_segments");
   bad("release_lock_on_cudamalloc:yes", "release_lock_on_cudamalloc: expected True or False");
   bad("backend:cudaMallocAsync", "backend: only 'native' is supported, got 'cudaMallocAsync'");
+  bad("per_process_memory_fraction:-0.1", "per_process_memory_fraction is invalid, set it in [0.0, 1.0], got '-0.1'");
+  bad("per_process_memory_fraction:1.1", "per_process_memory_fraction is invalid");
+  bad("per_process_memory_fraction:nan", "per_process_memory_fraction is invalid");
+  bad("per_process_memory_fraction:half", "per_process_memory_fraction is invalid, set it in [0.0, 1.0], got 'half'");
+  bad("pinned_reserve_segment_size_mb:lots", "pinned_reserve_segment_size_mb: expected a whole number, got 'lots'");
+  bad("pinned_reserve_segment_size_mb:-1", "pinned_reserve_segment_size_mb");
   bad("pinned_num_register_threads:3", "pinned_num_register_threads");
   bad("pinned_use_cuda_host_register:on", "pinned_use_cuda_host_register");
   bad("foo:1", "unknown key 'foo'");

@@ -139,7 +139,8 @@ static const char *PYCHECK =
     "bad = ops - allowed\n"
     "assert not bad, bad\n"
     "s = pickle.loads(data)\n"
-    "assert set(s) == {'segments', 'device_traces', 'allocator_settings'}, set(s)\n"
+    "assert list(s) == ['segments', 'device_traces', 'allocator_settings', 'external_annotations'], list(s)\n"
+    "assert s['external_annotations'] == []\n"
     "segs = s['segments']\n"
     "assert len(segs) == 2, len(segs)\n"
     "for g in segs:\n"
@@ -167,7 +168,10 @@ static const char *PYCHECK =
     "                    'free_completed'], acts\n"
     "assert 'oom' in acts and acts[-1] == 'snapshot', acts\n"
     "for e in tr[1]:\n"
-    "  assert {'action','size','stream','time_us','frames'} <= set(e), e\n"
+    "  addr = 'device_free' if e['action'] == 'oom' else 'addr'\n"
+    "  assert list(e) == ['action', addr, 'size', 'stream', 'time_us', 'compile_context', 'user_metadata',\n"
+    "                     'frames'], list(e)\n"
+    "  assert e['compile_context'] == 'N/A' and e['user_metadata'] == '', e\n"
     "  assert ('device_free' in e) == (e['action'] == 'oom') and ('addr' in e) != (e['action'] == 'oom')\n"
     "  assert e['time_us'] > 1.6e15\n"
     "  assert all(set(f) == {'filename','line','name'} for f in e['frames'])\n"
@@ -177,6 +181,10 @@ static const char *PYCHECK =
     "assert st['PYTORCH_CUDA_ALLOC_CONF'] == 'max_split_size_mb:64' and st['max_split_size'] == 64 << 20, st\n"
     "assert st['expandable_segments'] is False and st['garbage_collection_threshold'] == 0.0\n"
     "assert sorted(st['roundup_power2_divisions'], key=int) == [str(1 << k) for k in range(16)]\n"
+    "assert list(st) == ['PYTORCH_CUDA_ALLOC_CONF', 'max_split_size', 'garbage_collection_threshold',\n"
+    "  'expandable_segments', 'pinned_num_register_threads', 'release_lock_on_cudamalloc',\n"
+    "  'pinned_use_cuda_host_register', 'graph_capture_record_stream_reuse', 'roundup_power2_divisions'], list(st)\n"
+    "assert st['graph_capture_record_stream_reuse'] is False\n"
     "j = json.load(open(jpath))\n"
     "norm = lambda x: json.loads(json.dumps(x))\n"
     "for t in (j, s):\n"
@@ -186,6 +194,106 @@ static const char *PYCHECK =
     "print('pickle ok:', len(data), 'bytes, opcodes', sorted(ops))\n";
 
 static int64_t stream_plus_1000(void *ctx, int64_t key) { return key + 1000; }
+
+/* Two call sites with stacks of their own, for the context rules below. */
+__attribute__((noinline)) static void ctx_alloc(tc_alloc *a, uint64_t size, uint64_t *p) {
+  CHECK_OK(tc_alloc_malloc(a, size, 0, p));
+  __asm__ volatile("" ::: "memory"); /* not a tail call: this frame stays */
+}
+__attribute__((noinline)) static void ctx_release(tc_alloc *a, uint64_t p) {
+  CHECK_OK(tc_alloc_free(a, p));
+  CHECK_OK(tc_alloc_empty_cache(a));
+  __asm__ volatile("" ::: "memory");
+}
+
+static int same_stack(const tc_history_copy *c, size_t i, size_t j) {
+  return c->e[i].nframes && c->e[i].nframes == c->e[j].nframes &&
+         !memcmp(c->pcs + i * TC_HISTORY_DEPTH, c->pcs + j * TC_HISTORY_DEPTH, c->e[i].nframes * sizeof(void *));
+}
+
+static long find_entry(const tc_history_copy *c, tc_trace_action act, uint64_t addr) {
+  for (size_t i = 0; i < c->n; i++)
+    if (c->e[i].action == act && c->e[i].addr == addr) return (long)i;
+  return -1;
+}
+
+/* torch's context rules for frames (its test_memory_plots_free_stack and
+ * _free_segment_stack): "all" gives each event its own stack, "alloc" gives
+ * a block's frees its allocation stack and a segment's free the segment's,
+ * "state" no event any; and a live block keeps its allocation stack in the
+ * snapshot however short the ring (torch keeps it on the block). */
+static void test_context_modes(void) {
+  for (int mode = 1; mode <= 3; mode++) {
+    tc_alloc *a = sim_alloc(1ull << 34);
+    tc_history *h = NULL;
+    CHECK_OK(tc_history_create(0, mode, &h));
+    tc_alloc_set_trace(a, tc_history_trace, h);
+    uint64_t keep = 0, gone = 0;
+    ctx_alloc(a, 15 * MiB, &keep);  /* a segment that stays */
+    ctx_alloc(a, 12 * MiB, &gone);  /* a segment of its own */
+    ctx_release(a, gone);           /* free_requested, free_completed, segment_free */
+    tc_history_copy c;
+    CHECK_OK(tc_history_copy_take(h, &c));
+    long al = find_entry(&c, TC_TRACE_ALLOC, gone), sa = find_entry(&c, TC_TRACE_SEGMENT_ALLOC, gone);
+    long fr = find_entry(&c, TC_TRACE_FREE_REQUESTED, gone), fc = find_entry(&c, TC_TRACE_FREE_COMPLETED, gone);
+    long sf = find_entry(&c, TC_TRACE_SEGMENT_FREE, gone);
+    CHECK(al >= 0 && sa >= 0 && fr >= 0 && fc >= 0 && sf >= 0);
+    if (al >= 0 && sa >= 0 && fr >= 0 && fc >= 0 && sf >= 0) {
+      if (mode == 1) {
+        CHECK(c.e[al].nframes > 0 && c.e[fr].nframes > 0 && c.e[sf].nframes > 0);
+        CHECK(!same_stack(&c, fr, al) && !same_stack(&c, sf, sa)); /* the freeing call's own */
+      } else if (mode == 2) {
+        CHECK(c.e[al].nframes > 0 && c.e[sa].nframes > 0);
+        CHECK(same_stack(&c, fr, al) && same_stack(&c, fc, al)); /* the block's allocation stack */
+        CHECK(same_stack(&c, sf, sa));                           /* the segment's */
+      } else {
+        for (size_t i = 0; i < c.n; i++) CHECK_EQ_INT(c.e[i].nframes, 0);
+      }
+    }
+    /* the live block: one kept stack, the one its alloc had */
+    CHECK_EQ_INT(c.nlive, 1);
+    CHECK(c.live_kept);
+    if (c.nlive == 1) {
+      CHECK(c.e[c.n].addr == keep && c.e[c.n].nframes > 0);
+      long ka = find_entry(&c, TC_TRACE_ALLOC, keep);
+      if (mode != 3) CHECK(ka >= 0 && same_stack(&c, ka, c.n));
+    }
+    tc_history_copy_free(&c);
+    /* a ring of one entry (torch's "state" recording) still shows it */
+    CHECK_OK(tc_history_configure(h, 1, mode));
+    CHECK_OK(tc_alloc_malloc(a, 4096, 0, &gone));
+    CHECK_OK(tc_alloc_free(a, gone));
+    tcuda_snapshot_t *snap = NULL;
+    CHECK_OK(tc_alloc_snapshot(a, &snap));
+    CHECK_OK(tc_history_copy_take(h, &c));
+    CHECK_EQ_INT(c.n, 1);
+    tc_snapshot_doc doc = {.snap = snap, .num_devices = 1, .traces = &c};
+    char *text = NULL;
+    size_t len = 0;
+    CHECK_OK(tc_snapshot_doc_encode("t", &doc, 1, &text, &len));
+    if (text) {
+      char want[96];
+      snprintf(want, sizeof want, "{\"address\": %llu, \"size\": ", (unsigned long long)keep);
+      const char *b = strstr(text, want);
+      CHECK(b != NULL);
+      const char *fr_at = b ? strstr(b, "\"frames\": [") : NULL;
+      CHECK(fr_at && !strncmp(fr_at, "\"frames\": [{\"filename\"", strlen("\"frames\": [{\"filename\"")));
+      if (tc_failures) fprintf(stderr, "  mode %d: %.300s\n", mode, b ? b : text);
+      free(text);
+    }
+    tc_history_copy_free(&c);
+    tc_snapshot_free(snap);
+    /* stacks off: nothing is kept any more */
+    CHECK_OK(tc_history_configure(h, 0, 0));
+    CHECK_OK(tc_history_copy_take(h, &c));
+    CHECK(c.nlive == 0 && !c.live_kept);
+    tc_history_copy_free(&c);
+    CHECK_OK(tc_alloc_free(a, keep));
+    tc_alloc_set_trace(a, NULL, NULL);
+    tc_history_destroy(h);
+    sim_free(a);
+  }
+}
 
 static void test_document_pickle_and_json(void) {
   if (system("python3 -c 'import pickle, pickletools' 2>/dev/null") != 0) {
@@ -456,7 +564,17 @@ static void test_device_hooks_and_dump(void) {
     fclose(f);
   }
   CHECK(strstr(text, "\"segments\": [{\"device\": 0") != NULL);
-  CHECK(strstr(text, "\"action\": \"snapshot\"") != NULL);
+  /* torch copies the history before its snapshot adds the "snapshot"
+   * entry: a dump shows the entry of an earlier snapshot, never its own */
+  CHECK(strstr(text, "\"action\": \"snapshot\"") == NULL);
+  CHECK_OK(tc_history_dump("tcuda_memory_snapshot_dump_json", js, 1));
+  memset(text, 0, sizeof text);
+  if ((f = fopen(js, "r"))) {
+    CHECK(fread(text, 1, sizeof text - 1, f) > 0);
+    fclose(f);
+  }
+  const char *snap_at = strstr(text, "\"action\": \"snapshot\"");
+  CHECK(snap_at != NULL && strstr(snap_at + 1, "\"action\": \"snapshot\"") == NULL);
   unlink(js);
   /* stop: tracing ends and the history is gone */
   CHECK_OK(tc_history_record("t", 0, 0, 0, 0));
@@ -532,7 +650,8 @@ static void test_replay_history(void) {
 
 static void test_public_bad_input(void) {
   CHECK_ERR(tcuda_memory_record_history(0, 2, 0, 0), TCUDA_ERROR_INVALID_ARGUMENT, "enabled 2");
-  CHECK_ERR(tcuda_memory_record_history(0, 1, 0, 3), TCUDA_ERROR_INVALID_ARGUMENT, "stacks 3");
+  CHECK_ERR(tcuda_memory_record_history(0, 1, 0, 4), TCUDA_ERROR_INVALID_ARGUMENT, "stacks 4");
+  CHECK_ERR(tcuda_memory_record_history(0, 1, 0, -1), TCUDA_ERROR_INVALID_ARGUMENT, "stacks -1");
   CHECK_ERR(tcuda_memory_record_history(0, 1, (size_t)1 << 41, 0), TCUDA_ERROR_INVALID_ARGUMENT, "max_entries");
   tcuda_history_entry_t *e = NULL;
   size_t n = 0;
@@ -565,6 +684,7 @@ static void test_public_bad_input(void) {
   CHECK(!strcmp(tcuda_history_action_name(TCUDA_HISTORY_OOM), "oom"));
 }
 
-TC_MAIN(T(test_entries_and_meanings), T(test_ring_buffer), T(test_document_pickle_and_json), T(test_encoding_edges),
+TC_MAIN(T(test_entries_and_meanings), T(test_ring_buffer), T(test_context_modes), T(test_document_pickle_and_json),
+        T(test_encoding_edges),
         T(test_write_ignores_planted_link), T(test_utf8_text),
         T(test_device_hooks_and_dump), T(test_oom_snapshot), T(test_replay_history), T(test_public_bad_input))

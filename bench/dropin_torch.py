@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""tcuda as torch's allocator (tcuda.torch.install()) against torch's own,
+side by side in one run. Each run is its own process: native torch, tcuda
+with policy:torch, tcuda with policy:compact; TORCH_DROPIN_ROUNDS rounds
+(default 3) in alternating order, figures the median over rounds. RESULT
+lines (format: bench/run-gpu), name torch_dropin:
+
+  empty_free_cpp_ns    a cached 4 KiB at::empty + free from C++ (a small
+                       torch extension, c10's allocator path: torch's own
+                       or tcuda's glue), ns per pair; ref native (target
+                       <=ref: no slower than native torch)
+  empty_free_py_ns     the same from Python (torch.empty + del)
+  step_ms              the training loop of tests/python/train_compact.py,
+                       median step time, policy:torch; ref native
+                       (target <=ref*1.02)
+  step_ms_compact      the same under policy:compact (target <=ref*1.05)
+  physical_peak        compact's peak device memory in use over the loop's
+                       baseline (cudaMemGetInfo); ref native's peak
+                       allocated (target <=ref*1.10)
+  losses_equal         1 when both tcuda runs' losses are native's bit for bit
+
+Without torch, a GPU or tcuda.torch it prints SKIPPED and exits 0. libtcuda:
+TCUDA_LIBRARY, else TCUDA_BINARY_DIR/src/libtcuda.so (bench/run-gpu sets
+TCUDA_BINARY_DIR); the glue is cached in TCUDA_BINARY_DIR/torch-glue.
+TORCH_DROPIN_CYCLES: measured training cycles per run (default 8).
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MIB = 1 << 20
+BACKENDS = ("native", "tcuda", "compact")
+CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "TCUDA_ALLOC_CONF",
+             "TCUDA_TORCH_ALLOCATOR")
+PAIRS = 200000
+
+CPP = r"""
+#include <torch/extension.h>
+#include <chrono>
+// ns per cached 4 KiB at::empty + free, through whatever allocator torch has
+double empty_free_ns(int64_t n) {
+  auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat);
+  { auto warm = torch::empty({1024}, opts); }
+  auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < n; i++) { auto t = torch::empty({1024}, opts); }
+  auto t1 = std::chrono::steady_clock::now();
+  return std::chrono::duration<double, std::nano>(t1 - t0).count() / (double)n;
+}
+"""
+
+
+def child(backend, cycles):
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    if backend != "native":
+        import tcuda.torch
+        tcuda.torch.install()
+    import torch
+    from torch.utils.cpp_extension import load_inline
+    ext = load_inline(name="tcuda_bench_empty_free", cpp_sources=[CPP], functions=["empty_free_ns"],
+                      verbose=False)
+    r = {"backend": backend}
+    torch.empty(1, device="cuda")
+    r["cpp_ns"] = min(ext.empty_free_ns(PAIRS) for _ in range(3))
+    best = None
+    for _ in range(3):
+        t0 = time.perf_counter_ns()
+        for _ in range(PAIRS // 4):
+            t = torch.empty(1024, device="cuda")
+            del t
+        ns = (time.perf_counter_ns() - t0) / (PAIRS // 4)
+        best = ns if best is None else min(best, ns)
+    r["py_ns"] = best
+    # the training loop of tests/python/train_compact.py, on torch's API
+    sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+    import train_compact as tc
+    torch.manual_seed(0)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.use_deterministic_algorithms(True)
+    dev = torch.device("cuda", 0)
+
+    def used():
+        free, total = torch.cuda.mem_get_info(0)
+        return total - free
+
+    model = tc.build_model(torch).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    g = torch.Generator(device=dev).manual_seed(1)
+    losses, cycle_ms, peak = [], [], [0]
+
+    def step(bs, seq):
+        x = torch.randint(0, tc.VOCAB, (bs, seq + 1), device=dev, generator=g)
+        loss = torch.nn.functional.cross_entropy(model(x[:, :-1]).flatten(0, 1), x[:, 1:].flatten())
+        peak[0] = max(peak[0], used())
+        loss.backward()
+        peak[0] = max(peak[0], used())
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        peak[0] = max(peak[0], used())
+        losses.append(loss.item())
+
+    for bs, seq in tc.SHAPES:  # warm-up: kernels, cuBLAS handle
+        step(bs, seq)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    torch.cuda.synchronize()
+    baseline = used() - torch.cuda.memory_reserved(0)
+    torch.cuda.reset_peak_memory_stats(0)
+    peak[0] = 0
+    for c in range(1, cycles + 1):
+        ms = 0.0
+        for bs, seq in tc.SHAPES:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            step(bs, seq)
+            torch.cuda.synchronize()
+            ms += (time.perf_counter() - t0) * 1000.0
+        if c > 1:
+            cycle_ms.append(ms / len(tc.SHAPES))
+    st = torch.cuda.memory_stats(0)
+    r.update({"losses": [float(v).hex() for v in losses], "step_ms": statistics.median(cycle_ms),
+              "physical_peak": peak[0] - baseline, "peak_allocated": int(st.get("allocated_bytes.all.peak", 0)),
+              "peak_reserved": int(st.get("reserved_bytes.all.peak", 0))})
+    if backend != "native":
+        import tcuda.torch
+        r["installed"] = tcuda.torch.is_installed()
+    return r
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--child":
+        print(json.dumps(child(sys.argv[2], int(os.environ.get("TORCH_DROPIN_CYCLES", "8") or 8))))
+        return 0
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001 - any import failure means no torch here
+        print("SKIPPED torch_dropin: cannot import torch (%s)" % e)
+        return 0
+    if not torch.cuda.is_available():
+        print("SKIPPED torch_dropin: no GPU")
+        return 0
+    build = os.environ.get("TCUDA_BINARY_DIR")
+    if not os.environ.get("TCUDA_LIBRARY") and build and os.path.exists(os.path.join(build, "src", "libtcuda.so")):
+        os.environ["TCUDA_LIBRARY"] = os.path.join(build, "src", "libtcuda.so")
+    if build:
+        os.environ.setdefault("TCUDA_TORCH_CACHE", os.path.join(build, "torch-glue"))
+    pp = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.path.join(ROOT, "python") + (os.pathsep + pp if pp else "")
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    try:
+        import tcuda.torch  # noqa: F401
+    except Exception as e:  # noqa: BLE001
+        print("SKIPPED torch_dropin: no tcuda.torch (%s)" % e)
+        return 0
+    rounds = int(os.environ.get("TORCH_DROPIN_ROUNDS", "3") or 3)
+    runs, fail = {b: [] for b in BACKENDS}, []
+    for rnd in range(rounds):
+        for b in (BACKENDS if rnd % 2 == 0 else tuple(reversed(BACKENDS))):
+            env = {k: v for k, v in os.environ.items() if k not in CONF_VARS}
+            if b != "native":
+                env["TCUDA_ALLOC_CONF"] = "policy:" + ("compact" if b == "compact" else "torch")
+            p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", b], env=env,
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                fail.append("%s run failed (exit %d): %s" % (b, p.returncode, (p.stdout + p.stderr)[-1500:]))
+                continue
+            r = json.loads(p.stdout.strip().splitlines()[-1])
+            if b != "native" and not r.get("installed"):
+                fail.append("%s: tcuda.torch.install() did not take" % b)
+            runs[b].append(r)
+    med = {b: {k: statistics.median(r[k] for r in rs) for k in ("cpp_ns", "py_ns", "step_ms")}
+           for b, rs in runs.items() if rs}
+    for b, rs in runs.items():
+        if rs:
+            med[b]["physical_peak"] = max(r["physical_peak"] for r in rs)
+            med[b]["peak_allocated"] = max(r["peak_allocated"] for r in rs)
+            print("%-7s C++ %.1f ns, Python %.1f ns per 4 KiB empty+free; step %.3f ms (rounds %s); physical peak "
+                  "%.1f MiB, peak allocated %.1f MiB"
+                  % (b, med[b]["cpp_ns"], med[b]["py_ns"], med[b]["step_ms"],
+                     " ".join("%.3f" % r["step_ms"] for r in rs), med[b]["physical_peak"] / MIB,
+                     med[b]["peak_allocated"] / MIB))
+    n, t, c = (med.get(b) for b in BACKENDS)
+    if n and t:
+        print("RESULT name=torch_dropin metric=empty_free_cpp_ns tcuda=%.2f ref_name=torch ref=%.2f unit=ns "
+              "target=<=ref (no slower than native torch)" % (t["cpp_ns"], n["cpp_ns"]))
+        print("RESULT name=torch_dropin metric=empty_free_py_ns tcuda=%.2f ref_name=torch ref=%.2f unit=ns "
+              "target=<=ref (no slower than native torch)" % (t["py_ns"], n["py_ns"]))
+        print("RESULT name=torch_dropin metric=step_ms tcuda=%.4f ref_name=torch ref=%.4f unit=ms "
+              "target=<=ref*1.02 (policy:torch)" % (t["step_ms"], n["step_ms"]))
+    if n and c:
+        print("RESULT name=torch_dropin metric=step_ms_compact tcuda=%.4f ref_name=torch ref=%.4f unit=ms "
+              "target=<=ref*1.05 (policy:compact)" % (c["step_ms"], n["step_ms"]))
+        print("RESULT name=torch_dropin metric=physical_peak tcuda=%d ref_name=torch ref=%d unit=bytes "
+              "target=<=ref*1.10 (compact's physical peak against torch's peak allocated)"
+              % (c["physical_peak"], n["peak_allocated"]))
+    if runs["native"] and (runs["tcuda"] or runs["compact"]):
+        same = all(r["losses"] == runs["native"][0]["losses"] for b in ("tcuda", "compact") for r in runs[b])
+        print("RESULT name=torch_dropin metric=losses_equal tcuda=%d ref_name=- ref=NA unit=bool target===1" % same)
+        if not same:
+            fail.append("losses differ from native torch's")
+    for f in fail:
+        print("FAIL:", f)
+    return 1 if fail else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
