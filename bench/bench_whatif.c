@@ -155,7 +155,7 @@ int main(int argc, char **argv) {
     tc_arena *ar = tc_arena_create();
     tc_pv *root = NULL;
     t0 = now_s();
-    if (!ar || tc_pv_parse(F, data, len, ar, &root)) die("tc_pv_parse");
+    if (!ar || tc_pv_parse(F, data, len, NULL, ar, &root)) die("tc_pv_parse");
     double t = now_s() - t0;
     if (t < t_parse) t_parse = t;
     tc_arena_destroy(ar);

@@ -650,7 +650,7 @@ tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int d
   tc_arena *ar = tc_arena_create();
   if (!ar) return oom(func);
   tc_pv *root = NULL;
-  tcuda_status s = tc_pv_parse(func, data, len, ar, &root);
+  tcuda_status s = tc_pv_parse(func, data, len, NULL, ar, &root);
   conv c = {.func = func, .h = h};
   h->device = device;
   tc_pv *const *traces = NULL, *const *ents = NULL;
