@@ -552,6 +552,8 @@ typedef struct tcuda_replay_options {
      ..."), before the replay goes on; NULL: none */
   void (*on_oom)(void *user, unsigned line, const char *message);
   void *on_oom_user;
+  uint64_t max_input_bytes; /* the largest input file read (trace or snapshot); 0: 1 GiB */
+  uint64_t work_budget;     /* snapshots: units of work allowed (docs/whatif.md); 0: a multiple of the input's size */
 } tcuda_replay_options_t;
 #define TCUDA_REPLAY_OPTIONS_INIT {.struct_size = sizeof(tcuda_replay_options_t), .device = -1}
 
@@ -640,6 +642,8 @@ typedef struct tcuda_whatif_options {
   int series_points;             /* > 0: each row gets "series", reserved and allocated maxima at up
                                     to this many points of the history's time (for charts) */
   int no_min_limit;              /* 1: skip the min_limit search (null) */
+  uint64_t max_input_bytes;      /* tcuda_whatif_file: the largest file read; 0: 1 GiB */
+  uint64_t work_budget;          /* units of work allowed (docs/whatif.md); 0: a multiple of the input's size */
 } tcuda_whatif_options_t;
 #define TCUDA_WHATIF_OPTIONS_INIT {.struct_size = sizeof(tcuda_whatif_options_t), .device = -1}
 

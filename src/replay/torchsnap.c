@@ -6,6 +6,7 @@
 #include "core/core.h"
 #include "inspect/jsonwrite.h"
 #include "pyval.h"
+#include "readfile.h"
 #include "torchsnap.h"
 #include "trace.h"
 #include <errno.h>
@@ -133,6 +134,7 @@ typedef struct {
   unsigned char *pending; /* slot -> free_requested seen, free_completed not yet */
   size_t cap_pending, cap_times;
   uint64_t now_us; /* the current entry's time_us */
+  tc_pv_budget *budget; /* the input's work: the reader's, then the conversion's */
 } conv;
 
 static tcuda_status oom(const char *func) { return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func); }
@@ -644,14 +646,17 @@ const char *tc_tsnap_frames(const tc_tsnap *h, size_t req) {
   return lo < h->num_frames && h->frames_req[lo] == req ? h->frames_json[lo] : NULL;
 }
 
-tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int device, tc_tsnap *h) {
+tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int device, const tc_tsnap_limits *lim,
+                           tc_tsnap *h) {
   memset(h, 0, sizeof *h);
   if (device < 0) device = 0;
   tc_arena *ar = tc_arena_create();
   if (!ar) return oom(func);
   tc_pv *root = NULL;
-  tcuda_status s = tc_pv_parse(func, data, len, NULL, ar, &root);
-  conv c = {.func = func, .h = h};
+  tc_pv_budget budget;
+  tc_pv_budget_init(&budget, lim ? lim->work_budget : 0, len);
+  tcuda_status s = tc_pv_parse(func, data, len, &budget, ar, &root);
+  conv c = {.func = func, .h = h, .budget = &budget};
   h->device = device;
   tc_pv *const *traces = NULL, *const *ents = NULL;
   size_t ntr = 0, n = 0;
@@ -693,25 +698,16 @@ tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int d
   return s;
 }
 
-tcuda_status tc_tsnap_load_file(const char *func, const char *path, int device, tc_tsnap *h) {
+tcuda_status tc_tsnap_load_file(const char *func, const char *path, int device, const tc_tsnap_limits *lim,
+                                tc_tsnap *h) {
   memset(h, 0, sizeof *h);
-  char shown[256];
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return tc_error(TCUDA_ERROR_IO, "%s: cannot open snapshot '%s': %s", func,
-                    tc_printable(path, shown, sizeof shown), strerror(errno));
-  tc_sbuf b = {0};
-  char chunk[65536];
-  size_t got;
-  while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) tc_sbuf_put(&b, chunk, got);
-  int err = ferror(f);
-  fclose(f);
-  if (err || b.failed) {
-    tc_sbuf_free(&b);
-    return err ? tc_error(TCUDA_ERROR_IO, "%s: cannot read snapshot '%s'", func, tc_printable(path, shown, sizeof shown))
-               : oom(func);
-  }
-  tcuda_status s = tc_tsnap_load(func, b.p ? b.p : "", b.len, device, h);
-  tc_sbuf_free(&b);
+  char where[320];
+  tc_read_where(func, path, where, sizeof where);
+  char *data;
+  size_t len;
+  tcuda_status s = tc_read_file(where, path, lim ? lim->max_input : 0, &data, &len);
+  if (s) return s;
+  s = tc_tsnap_load(where, data, len, device, lim, h);
+  free(data);
   return s;
 }

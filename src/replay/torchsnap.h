@@ -83,11 +83,21 @@ typedef struct tc_tsnap {
   int num_devices;         /* device_traces' length */
 } tc_tsnap;
 
+/* What one snapshot may cost (a hostile file must cost no more than its
+ * size); zeros are the defaults. */
+typedef struct tc_tsnap_limits {
+  uint64_t max_input;   /* files: the most bytes read; 0: TC_READ_MAX_DEFAULT (readfile.h) */
+  uint64_t work_budget; /* the tc_pv_budget limit (pyval.h); 0: the default for the input's size */
+} tc_tsnap_limits;
+
 /* The history of `device` (-1: 0) from a snapshot file's bytes (pickle or
- * JSON). Errors name func and what is wrong; *h is then zeroed. */
-tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int device, tc_tsnap *h);
-/* The same from a file. */
-tcuda_status tc_tsnap_load_file(const char *func, const char *path, int device, tc_tsnap *h);
+ * JSON). lim NULL: the defaults. Errors name func and what is wrong; *h is
+ * then zeroed. */
+tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int device, const tc_tsnap_limits *lim,
+                           tc_tsnap *h);
+/* The same from a file; every message then starts "func: PATH: ". */
+tcuda_status tc_tsnap_load_file(const char *func, const char *path, int device, const tc_tsnap_limits *lim,
+                                tc_tsnap *h);
 void tc_tsnap_free(tc_tsnap *h);
 /* The frames JSON of request `req`, or NULL. */
 const char *tc_tsnap_frames(const tc_tsnap *h, size_t req);

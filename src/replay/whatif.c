@@ -382,7 +382,8 @@ tcuda_status tcuda_whatif_file(const char *snapshot_path, const tcuda_whatif_opt
   tcuda_status s = check_whatif_options(F, o);
   if (s) return s;
   tc_tsnap h;
-  if ((s = tc_tsnap_load_file(F, snapshot_path, o->device, &h))) return s;
+  tc_tsnap_limits lim = {o->max_input_bytes, o->work_budget};
+  if ((s = tc_tsnap_load_file(F, snapshot_path, o->device, &lim, &h))) return s;
   s = whatif(F, &h, o, json_out);
   tc_tsnap_free(&h);
   return s;
@@ -398,7 +399,8 @@ tcuda_status tcuda_whatif_buffer(const void *data, size_t len, const tcuda_whati
   tcuda_status s = check_whatif_options(F, o);
   if (s) return s;
   tc_tsnap h;
-  if ((s = tc_tsnap_load(F, data ? data : "", len, o->device, &h))) return s;
+  tc_tsnap_limits lim = {o->max_input_bytes, o->work_budget};
+  if ((s = tc_tsnap_load(F, data ? data : "", len, o->device, &lim, &h))) return s;
   s = whatif(F, &h, o, json_out);
   tc_tsnap_free(&h);
   return s;
@@ -487,7 +489,8 @@ tcuda_status tcuda_replay_snapshot_to(const char *snapshot_path, const tcuda_rep
     if ((s = tc_alloc_config_parse_named(src, opt->config, &cfg))) return s;
   }
   tc_tsnap h;
-  if ((s = tc_tsnap_load_file(F, snapshot_path, opt->device, &h))) return s;
+  tc_tsnap_limits lim = {opt->max_input_bytes, opt->work_budget};
+  if ((s = tc_tsnap_load_file(F, snapshot_path, opt->device, &lim, &h))) return s;
   snap_out so = {.func = F, .h = &h, .write = write_fn, .user = user, .first = 1, .history_path = opt->history_path,
                  .cfg = given ? &cfg : &h.cfg, .conf_text = given ? opt->config : h.conf_text};
   if (opt->history_path && (s = tc_history_create(0, 0, &so.hist))) {

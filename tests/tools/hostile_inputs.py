@@ -144,6 +144,25 @@ def cases(cli, d):
              setup=lambda: dict_shared(f("dict_shared.pickle"))),
         Case("dict_shared_whatif", [cli, "whatif", "--config", "", "--json", f("dict_shared.pickle")], 0, None,
              1.5, 200, setup=lambda: dict_shared(f("dict_shared.pickle"))),
+        # item 6: an input size cap, and a read that fails cleanly when memory runs out
+        Case("devzero_whatif", [cli, "whatif", "--max-input", "16MiB", "/dev/zero"], 1,
+             "tcuda whatif: tcuda_whatif_file: /dev/zero: larger than the input cap of 16777216 bytes", 2, 100),
+        Case("devzero_replay", [cli, "replay", "--simulate", "--max-input", "16MiB", "/dev/zero"], 1,
+             "tcuda_replay_file_to: /dev/zero: larger than the input cap of 16777216 bytes", 2, 100),
+        Case("devzero_viz", [cli, "viz", "--max-input", "16MiB", "/dev/zero"], 1,
+             "tcuda viz: '/dev/zero': larger than the input cap of 16777216 bytes", 2, 100),
+        Case("default_cap", [cli, "whatif", f("sparse_big")], 1,
+             "larger than the input cap of 1073741824 bytes (max_input_bytes, --max-input raises it)", 2, 100,
+             setup=lambda: sparse(f("sparse_big"), (1 << 30) + 1)),
+        Case("devzero_no_memory", [cli, "whatif", "--max-input", "64GiB", "/dev/zero"], 1,
+             "tcuda_whatif_file: /dev/zero: host out of memory reading the file", 20, 1100, rlimit_as=1 << 30),
+        # item 13: messages name the file
+        Case("empty_named", [cli, "whatif", f("empty.pickle")], 1,
+             "tcuda whatif: tcuda_whatif_file: %s: the file is empty" % f("empty.pickle"), 2, 100,
+             setup=lambda: open(f("empty.pickle"), "wb").close()),
+        Case("truncated_named", [cli, "replay", "--simulate", f("trunc.pickle")], 1,
+             "tcuda_replay_snapshot_to: %s: pickle truncated" % f("trunc.pickle"), 2, 100,
+             setup=lambda: open(f("trunc.pickle"), "wb").write(b"\x80\x04}\x8c\x05abc")),
     ]
     return cs
 
