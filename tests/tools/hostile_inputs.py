@@ -107,6 +107,27 @@ def sparse(path, size):
         f.truncate(size)
 
 
+# ---- checks of the output (None: as it should be) ----
+
+def replay_ends_with_a_block_freed(out):
+    try:
+        doc = json.loads(out)
+    except ValueError as e:
+        return "the output is not JSON: %s" % e
+    end = doc[-1]["stats"] if doc else {}
+    if end.get("allocation.all.allocated") != 1 or end.get("allocation.all.current") != 0:
+        return "the end's stats are not one allocation, freed: %r" % {k: v for k, v in end.items() if "allocation.all" in k}
+    return None
+
+
+def requests_are(out, n):
+    try:
+        got = json.loads(out)["snapshot"]["requests"]
+    except (ValueError, KeyError, TypeError) as e:
+        return "no snapshot.requests in the output: %s" % e
+    return None if got == n else "snapshot.requests is %r, want %d" % (got, n)
+
+
 # ---- running ----
 
 class Case:
@@ -163,6 +184,11 @@ def cases(cli, d):
         Case("truncated_named", [cli, "replay", "--simulate", f("trunc.pickle")], 1,
              "tcuda_replay_snapshot_to: %s: pickle truncated" % f("trunc.pickle"), 2, 100,
              setup=lambda: open(f("trunc.pickle"), "wb").write(b"\x80\x04}\x8c\x05abc")),
+        # item 14: replay --simulate tells a JSON snapshot that starts with a BOM, as whatif does
+        Case("bom_replay", [cli, "replay", "--simulate", f("bom.json")], 0, None, 2, 100,
+             setup=lambda: bom_json(f("bom.json")), check=replay_ends_with_a_block_freed),
+        Case("bom_whatif", [cli, "whatif", "--config", "", "--json", f("bom.json")], 0, None, 2, 100,
+             setup=lambda: bom_json(f("bom.json")), check=lambda out: requests_are(out, 1)),
     ]
     return cs
 
