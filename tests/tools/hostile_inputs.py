@@ -88,6 +88,12 @@ def nul_action(path, name):
     open(path, "w").write(json.dumps(doc))
 
 
+def nul_action_pickle(path, name):
+    body = p_dict([(p_str("action"), p_str(name)), (p_str("addr"), p_int(1 << 20)), (p_str("size"), p_int(512)),
+                   (p_str("stream"), p_int(0))])
+    open(path, "wb").write(snapshot_pickle(body))
+
+
 def memo_fanout(path):
     """A list of many memo references to one small dict: the reader's work
     counts each reference."""
@@ -189,6 +195,13 @@ def cases(cli, d):
              setup=lambda: bom_json(f("bom.json")), check=replay_ends_with_a_block_freed),
         Case("bom_whatif", [cli, "whatif", "--config", "", "--json", f("bom.json")], 0, None, 2, 100,
              setup=lambda: bom_json(f("bom.json")), check=lambda out: requests_are(out, 1)),
+        # item 10: names are compared with their lengths
+        Case("nul_action_json", [cli, "whatif", "--config", "", "--json", f("nul.json")], 0, None, 2, 100,
+             setup=lambda: nul_action(f("nul.json"), "alloc\0junk"), check=lambda out: requests_are(out, 0)),
+        Case("nul_action_pickle", [cli, "whatif", "--config", "", "--json", f("nul.pickle")], 0, None, 2, 100,
+             setup=lambda: nul_action_pickle(f("nul.pickle"), "alloc\0junk"), check=lambda out: requests_are(out, 0)),
+        Case("plain_action_pickle", [cli, "whatif", "--config", "", "--json", f("plain.pickle")], 0, None, 2, 100,
+             setup=lambda: nul_action_pickle(f("plain.pickle"), "alloc"), check=lambda out: requests_are(out, 1)),
     ]
     return cs
 
