@@ -6,6 +6,7 @@
  *    TCUDA_OOM_SNAPSHOT=path for a snapshot when an OOM is raised. */
 #define _GNU_SOURCE
 #include "cli.h"
+#include "inspect/outfile.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,19 +101,22 @@ static int parse_last_stats(const char *json, tcuda_memory_stats_t *st) {
 }
 
 static int copy_out(const char *from, const char *to) {
-  FILE *i = fopen(from, "rb"), *o = to ? fopen(to, "wb") : stdout;
-  if (!i || !o) {
+  tc_outfile of = {0}; /* a temporary, renamed once complete: a failed write leaves no truncated file */
+  FILE *i = fopen(from, "rb");
+  int opened = i && to ? tc_outfile_open(&of, to) == 0 : 1;
+  if (!i || !opened) {
     fprintf(stderr, "tcuda snapshot: cannot %s '%s': %s\n", i ? "write" : "read", i ? to : from, strerror(errno));
     if (i) fclose(i);
-    if (o && to) fclose(o);
     return 1;
   }
+  FILE *o = to ? of.f : stdout;
   char buf[65536];
   size_t n;
   while ((n = fread(buf, 1, sizeof buf, i)) > 0) fwrite(buf, 1, n, o);
-  int bad = ferror(i) || ferror(o);
+  int bad = ferror(i) != 0;
   fclose(i);
-  bad |= to ? fclose(o) != 0 : fflush(o) != 0;
+  if (to && bad) tc_outfile_abort(&of);
+  else bad |= to ? tc_outfile_commit(&of) != 0 : (fflush(o) != 0 || ferror(o));
   if (bad) fprintf(stderr, "tcuda snapshot: writing '%s' failed\n", to ? to : "stdout");
   return bad;
 }

@@ -3,6 +3,7 @@
  * The page (tools/viz/viewer.html, embedded at build time) decodes the
  * snapshot itself, so the CLI only wraps the bytes. */
 #include "cli.h"
+#include "inspect/outfile.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -239,11 +240,12 @@ int cmd_viz(int argc, char **argv) {
     free(data);
     return fail("%s%s", "the embedded viewer page is damaged (markers missing)", "");
   }
-  FILE *o = out ? fopen(out, "wb") : stdout;
-  if (!o) {
+  tc_outfile of = {0}; /* -o: a temporary, renamed once complete: a failed write leaves no truncated page */
+  if (out && tc_outfile_open(&of, out)) {
     free(data);
     return fail("cannot write '%s': %s", out, strerror(errno));
   }
+  FILE *o = out ? of.f : stdout;
   put_nonced(o, tpl, m1, nonce);
   fputs(format, o);
   put_nonced(o, m1 + 10, m2, nonce);
@@ -259,9 +261,7 @@ int cmd_viz(int argc, char **argv) {
   }
   put_nonced(o, m2 + 8, tpl + strlen(tpl), nonce);
   free(data);
-  int bad = ferror(o) != 0;
-  if (out) bad |= fclose(o) != 0;
-  else bad |= fflush(o) != 0;
+  int bad = out ? tc_outfile_commit(&of) != 0 : (fflush(o) != 0 || ferror(o));
   if (bad) return fail("writing '%s' failed: %s", out ? out : "stdout", strerror(errno));
   if (out) fprintf(stderr, "tcuda viz: wrote %s (%s snapshot, %zu bytes)\n", out, format, n);
   return 0;
