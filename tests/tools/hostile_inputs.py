@@ -9,6 +9,7 @@ below what the same files cost without the fixes (seconds to minutes,
 GiBs), and far above what they cost with them.
 
   hostile_inputs.py --cli PATH --dir DIR [--list] [CASE...]
+  hostile_inputs.py --seeds tests/fuzz/corpus   (rewrites the committed memo seeds)
 
 Exit 0 when every case passes, 1 otherwise; a case that cannot run here
 (an rlimit the sanitizers refuse, say) says SKIP.
@@ -113,6 +114,96 @@ def sparse(path, size):
         f.truncate(size)
 
 
+# ---- memo-sharing seeds for the fuzz corpora (tests/fuzz/corpus/pickle,
+# tests/fuzz/corpus/snapshot): small, so a fuzzer runs them fast, and each
+# shares a value through the memo the way an amplification attack does ----
+
+MEMO = b"\x94"
+
+
+def entry(action, addr, size, frames=b"", extra=()):
+    pairs = [(p_str("action"), p_str(action)), (p_str("addr"), p_int(addr)), (p_str("size"), p_int(size)),
+             (p_str("stream"), p_int(0))] + list(extra)
+    if frames:
+        pairs.append((p_str("frames"), frames))
+    return p_dict(pairs)
+
+
+def seed_shared_dict_index():
+    """a dict above the index threshold, with a duplicate key, shared 64 times"""
+    pairs = [(p_str("k%02d" % i), p_int(i)) for i in range(24)] + [(p_str("k07"), b"N")]
+    return b"\x80\x04](" + p_dict(pairs) + MEMO + p_get(0) * 63 + b"e."
+
+
+def seed_dict_grown_after_get():
+    """a dict memoized empty, then filled through memo references"""
+    body = b"\x80\x04}" + MEMO + b"0"
+    for i in range(12):
+        body += p_get(0) + p_str("g%d" % i) + p_int(i) + b"s0"
+    return body + p_get(0) + b"."
+
+
+def seed_shared_frames():
+    """every entry's frames: one list (and its strings) shared through the memo"""
+    frames = b"](" + b"".join(p_dict([(p_str("name"), p_str("fn%d" % i)), (p_str("filename"), p_str("model.py")),
+                                      (p_str("line"), p_int(10 + i))]) for i in range(4)) + b"e" + MEMO
+    body = b""
+    for i in range(8):
+        fr = frames if i == 0 else p_get(0)
+        addr = (1 << 21) + (i << 12)
+        body += entry("alloc", addr, 4096, fr) + entry("free_requested", addr, 4096, p_get(0))
+        body += entry("free_completed", addr, 4096, p_get(0))
+    body += entry("oom", 1 << 20, 1 << 40, p_get(0))
+    return snapshot_pickle(body)
+
+
+def seed_shared_segment_blocks():
+    """a truncated history over one segment listed 8 times, whose blocks
+    list holds one block 8 times"""
+    base = 1 << 32
+    blk = p_dict([(p_str("address"), p_int(base)), (p_str("size"), p_int(2 << 20)),
+                  (p_str("requested_size"), p_int(2 << 20)), (p_str("state"), p_str("active_allocated"))]) + MEMO
+    seg = p_dict([(p_str("device"), p_int(0)), (p_str("address"), p_int(base)), (p_str("total_size"), p_int(20 << 20)),
+                  (p_str("stream"), p_int(0)), (p_str("segment_type"), p_str("large")), (p_str("is_expandable"), b"\x89"),
+                  (p_str("blocks"), b"](" + blk + p_get(0) * 7 + b"e")]) + MEMO
+    body = entry("free_completed", base + (4 << 20), 1 << 20) + entry("alloc", base + (6 << 20), 1 << 20)
+    return snapshot_pickle(body, segments=b"](" + seg + p_get(1) * 7 + b"e")
+
+
+def seed_shared_entry():
+    """one entry dict of many keys, referenced 32 times"""
+    extra = [(p_str("x%02d" % i), b"N") for i in range(16)]
+    return snapshot_pickle(entry("alloc", 1 << 21, 512, b"", extra) + MEMO + p_get(0) * 31)
+
+
+def seed_shared_pool_segments():
+    """segments of one private pool, its id and the segment shared through the memo"""
+    base = 1 << 33
+    pid = p_int(1) + p_int(7) + b"\x86" + MEMO
+    seg = p_dict([(p_str("device"), p_int(0)), (p_str("address"), p_int(base)), (p_str("total_size"), p_int(2 << 20)),
+                  (p_str("stream"), p_int(0)), (p_str("segment_type"), p_str("small")), (p_str("segment_pool_id"), pid),
+                  (p_str("blocks"), b"]")]) + MEMO
+    body = b"".join(entry("alloc", base + (i << 9), 512) + entry("free_completed", base + (i << 9), 512) for i in range(4))
+    return snapshot_pickle(body, segments=b"](" + seg + p_get(1) * 5 + b"e")
+
+
+SEEDS = {
+    "pickle": {"memo_shared_dict_index": seed_shared_dict_index, "memo_dict_grown_after_get": seed_dict_grown_after_get,
+               "memo_shared_frames": seed_shared_frames},
+    "snapshot": {"memo_shared_frames.pickle": seed_shared_frames,
+                 "memo_shared_segment_blocks.pickle": seed_shared_segment_blocks,
+                 "memo_shared_entry.pickle": seed_shared_entry,
+                 "memo_shared_pool_segments.pickle": seed_shared_pool_segments},
+}
+
+
+def write_seeds(root):
+    for corpus, seeds in SEEDS.items():
+        for name, fn in seeds.items():
+            with open(os.path.join(root, corpus, name), "wb") as f:
+                f.write(fn())
+
+
 # ---- checks of the output (None: as it should be) ----
 
 def replay_ends_with_a_block_freed(out):
@@ -208,11 +299,17 @@ def cases(cli, d):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--dir", required=True)
+    ap.add_argument("--cli")
+    ap.add_argument("--dir")
+    ap.add_argument("--seeds", metavar="CORPORA", help="write the memo-sharing seeds into CORPORA/{pickle,snapshot}")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("names", nargs="*")
     a = ap.parse_args()
+    if a.seeds:
+        write_seeds(a.seeds)
+        return 0
+    if not a.cli or not a.dir:
+        ap.error("--cli and --dir are needed to run the cases")
     all_cases = cases(a.cli, a.dir)
     if a.list:
         print("\n".join(c.name for c in all_cases))
