@@ -68,7 +68,7 @@ run 2 "--device -1 is not a valid device index" replay --device -1 "$data/basic.
 run 2 "--fraction 1.5" replay --simulate --fraction 1.5 "$data/basic.trace"
 run 2 "record_addresses" replay --simulate --record-addresses "$tmp/rec" "$data/basic.trace"
 printf 'a 1 100\nq\n' > "$tmp/bad.trace"
-run 1 "trace line 2: unknown op 'q'" replay --simulate "$tmp/bad.trace"
+run 1 "tcuda_replay_file_to: $tmp/bad.trace: trace line 2: unknown op 'q'" replay --simulate "$tmp/bad.trace"
 run 1 "nonexistent.trace: cannot open: " replay --simulate "$tmp/nonexistent.trace"
 printf '0x7f0000000000\n' > "$tmp/bad.addresses"
 run 1 "expected 'ADDR SIZE'" replay --simulate --addresses "$tmp/bad.addresses" "$data/basic.trace"
