@@ -95,7 +95,8 @@ def _is_int(v):
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
-def whatif(snapshot, configs=None, capacity=None, fraction=None, device=0, *, threads=0, series_points=0):
+def whatif(snapshot, configs=None, capacity=None, fraction=None, device=0, *, threads=0, series_points=0,
+           max_input=None, work_budget=None):
     """What would other allocator configs, or a memory limit, do to the
     history in a PyTorch memory snapshot? Returns the library's document as
     a dict: {"snapshot": {...}, "configs": [rows], "recommended": {...} or
@@ -111,6 +112,9 @@ def whatif(snapshot, configs=None, capacity=None, fraction=None, device=0, *, th
     threads: rows replayed at once; 0: one per CPU.
     series_points: > 0 gives each row a "series" of reserved and allocated
         bytes over the history's time, at up to that many points.
+    max_input: the largest snapshot file read, in bytes; None: 1 GiB.
+    work_budget: the work the snapshot may cost, in units (docs/whatif.md);
+        None: a multiple of its size.
     """
     if isinstance(snapshot, dict):
         data = _snapshot_json(snapshot)
@@ -158,6 +162,17 @@ def whatif(snapshot, configs=None, capacity=None, fraction=None, device=0, *, th
             raise TypeError("tcuda.whatif: %s must be an int, not %s" % (name, type(v).__name__))
         if v < 0:
             raise ValueError("tcuda.whatif: %s %d is negative" % (name, v))
+    for name, v in (("max_input", max_input), ("work_budget", work_budget)):
+        if v is None:
+            continue
+        if not _is_int(v):
+            raise TypeError("tcuda.whatif: %s must be an int or None, not %s" % (name, type(v).__name__))
+        if v <= 0:
+            raise ValueError("tcuda.whatif: %s %d is not positive (None: the default)" % (name, v))
+    if max_input is not None:
+        opts.max_input_bytes = uint64_arg(max_input, "max_input")
+    if work_budget is not None:
+        opts.work_budget = uint64_arg(work_budget, "work_budget")
     opts.device = int_arg(device, "device")
     opts.threads = int_arg(threads, "threads")
     opts.series_points = int_arg(series_points, "series_points")

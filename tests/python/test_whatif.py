@@ -137,6 +137,10 @@ def test_values_json_cannot_carry_name_their_key():
     (dict(device=1.0), TypeError, "device"),
     (dict(threads="2"), TypeError, "threads"),
     (dict(series_points=-5), ValueError, "series_points"),
+    (dict(max_input="1GiB"), TypeError, "max_input"),
+    (dict(max_input=0), ValueError, "max_input"),
+    (dict(work_budget=-1), ValueError, "work_budget"),
+    (dict(work_budget=1 << 64), OverflowError, "work_budget"),
 ])
 def test_bad_arguments(kwargs, exc, words):
     kw = dict(snapshot=SMALL)
@@ -196,3 +200,12 @@ def test_a_dict_that_contains_itself_is_a_value_error():
     with pytest.raises(ValueError) as ei:
         tcuda.whatif(snap)
     assert "snapshot['allocator_settings']['x'][0] contains itself" in str(ei.value)
+
+
+def test_max_input_and_work_budget_reach_the_library(small_dict):
+    size = os.path.getsize(SMALL)
+    _raises(lambda: tcuda.whatif(SMALL, max_input=size - 1), "TCUDA_ERROR_IO", "tcuda_whatif_file: " + SMALL,
+            "larger than the input cap of %d bytes" % (size - 1))
+    assert tcuda.whatif(SMALL, configs=CONFIGS, max_input=size)["snapshot"]["requests"] > 0
+    _raises(lambda: tcuda.whatif(SMALL, work_budget=100), "TCUDA_ERROR_PARSE", "budget of 100 units")
+    _raises(lambda: tcuda.whatif(small_dict, work_budget=100), "TCUDA_ERROR_PARSE", "budget of 100 units")
