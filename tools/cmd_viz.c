@@ -29,36 +29,6 @@ static int fail(const char *fmt, const char *a, const char *b) {
   return 1;
 }
 
-/* The file, at most cap bytes: NULL with errno set (EFBIG past the cap,
- * ENOMEM when memory runs out: the read stops there, never going on from a
- * device that does not end). */
-static char *read_all(const char *path, uint64_t cap, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  size_t room = 1 << 16, n = 0;
-  char *p = malloc(room);
-  int err = p ? 0 : ENOMEM;
-  while (p) {
-    if (n == room) {
-      char *q = room <= SIZE_MAX / 2 ? realloc(p, room * 2) : NULL;
-      if (!q) { free(p); p = NULL; err = ENOMEM; break; }
-      p = q;
-      room *= 2;
-    }
-    size_t want = room - n;
-    if (want > cap + 1 - n) want = (size_t)(cap + 1 - n); /* a byte past the cap shows it is exceeded */
-    size_t r = fread(p + n, 1, want, f);
-    n += r;
-    if (n > cap) { free(p); p = NULL; err = EFBIG; break; }
-    if (r < want) break;
-  }
-  if (p && ferror(f)) { free(p); p = NULL; err = EIO; }
-  fclose(f);
-  *len = n;
-  if (!p) errno = err;
-  return p;
-}
-
 static void put_base64(FILE *o, const unsigned char *s, size_t n) {
   static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   for (size_t i = 0; i < n; i += 3) {
@@ -206,7 +176,7 @@ int cmd_viz(int argc, char **argv) {
   if (argc - optind > 1) return cli_usage_error(&CMD, "more than one snapshot ('%s')", argv[optind + 1]);
   in = argv[optind];
   size_t n = 0;
-  char *data = read_all(in, cap, &n);
+  char *data = cli_read_file(in, cap, &n);
   if (!data && errno == EFBIG) {
     char m[64];
     snprintf(m, sizeof m, "%llu", (unsigned long long)cap);
