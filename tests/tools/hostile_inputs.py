@@ -271,6 +271,17 @@ def cases(cli, d):
              "tcuda viz: '/dev/zero': larger than the input cap of 16777216 bytes", 2, 100),
         Case("devzero_snapshot", [cli, "snapshot", "--trace", "/dev/zero", "--max-input", "16MiB"], 1,
              "tcuda snapshot: trace '/dev/zero': larger than the input cap of 16777216 bytes", 2, 100),
+        # the readers' work budget: memo references count each time
+        Case("budget_whatif", [cli, "whatif", "--work-budget", "5000", f("fanout.pickle")], 1,
+             "the input needs more work than its budget of 5000 units", 2, 100,
+             setup=lambda: memo_fanout(f("fanout.pickle"))),
+        Case("budget_default_ok", [cli, "whatif", "--config", "", "--json", f("fanout.pickle")], 0, None, 2, 100,
+             setup=lambda: memo_fanout(f("fanout.pickle")), check=lambda out: requests_are(out, 0)),
+        Case("default_cap", [cli, "whatif", f("sparse_big")], 1,
+             "larger than the input cap of 1073741824 bytes (max_input_bytes, --max-input raises it)", 2, 100,
+             setup=lambda: sparse(f("sparse_big"), (1 << 30) + 1)),
+        Case("devzero_no_memory", [cli, "whatif", "--max-input", "64GiB", "/dev/zero"], 1,
+             "tcuda_whatif_file: /dev/zero: host out of memory reading the file", 20, 1100, rlimit_as=1 << 30),
         # item 13: messages name the file
         Case("empty_named", [cli, "whatif", f("empty.pickle")], 1,
              "tcuda whatif: tcuda_whatif_file: %s: the file is empty" % f("empty.pickle"), 2, 100,
