@@ -257,12 +257,12 @@ def run_child(argv, out_path, rlimit_as=None, timeout=120):
 def cases(cli, d):
     f = lambda name: os.path.join(d, name)
     cs = [
-        # item 4: lookups in a dict shared through the memo
+        # lookups in a dict shared through the memo
         Case("dict_shared_replay", [cli, "replay", "--simulate", f("dict_shared.pickle")], 0, None, 1.5, 200,
              setup=lambda: dict_shared(f("dict_shared.pickle"))),
         Case("dict_shared_whatif", [cli, "whatif", "--config", "", "--json", f("dict_shared.pickle")], 0, None,
              1.5, 200, setup=lambda: dict_shared(f("dict_shared.pickle"))),
-        # item 6: an input size cap, and a read that fails cleanly when memory runs out
+        # an input size cap, and a read that fails cleanly when memory runs out
         Case("devzero_whatif", [cli, "whatif", "--max-input", "16MiB", "/dev/zero"], 1,
              "tcuda whatif: tcuda_whatif_file: /dev/zero: larger than the input cap of 16777216 bytes", 2, 100),
         Case("devzero_replay", [cli, "replay", "--simulate", "--max-input", "16MiB", "/dev/zero"], 1,
@@ -282,19 +282,19 @@ def cases(cli, d):
              setup=lambda: sparse(f("sparse_big"), (1 << 30) + 1)),
         Case("devzero_no_memory", [cli, "whatif", "--max-input", "64GiB", "/dev/zero"], 1,
              "tcuda_whatif_file: /dev/zero: host out of memory reading the file", 20, 1100, rlimit_as=1 << 30),
-        # item 13: messages name the file
+        # messages name the file
         Case("empty_named", [cli, "whatif", f("empty.pickle")], 1,
              "tcuda whatif: tcuda_whatif_file: %s: the file is empty" % f("empty.pickle"), 2, 100,
              setup=lambda: open(f("empty.pickle"), "wb").close()),
         Case("truncated_named", [cli, "replay", "--simulate", f("trunc.pickle")], 1,
              "tcuda_replay_snapshot_to: %s: pickle truncated" % f("trunc.pickle"), 2, 100,
              setup=lambda: open(f("trunc.pickle"), "wb").write(b"\x80\x04}\x8c\x05abc")),
-        # item 14: replay --simulate tells a JSON snapshot that starts with a BOM, as whatif does
+        # replay --simulate tells a JSON snapshot that starts with a BOM, as whatif does
         Case("bom_replay", [cli, "replay", "--simulate", f("bom.json")], 0, None, 2, 100,
              setup=lambda: bom_json(f("bom.json")), check=replay_ends_with_a_block_freed),
         Case("bom_whatif", [cli, "whatif", "--config", "", "--json", f("bom.json")], 0, None, 2, 100,
              setup=lambda: bom_json(f("bom.json")), check=lambda out: requests_are(out, 1)),
-        # item 10: names are compared with their lengths
+        # names are compared with their lengths
         Case("nul_action_json", [cli, "whatif", "--config", "", "--json", f("nul.json")], 0, None, 2, 100,
              setup=lambda: nul_action(f("nul.json"), "alloc\0junk"), check=lambda out: requests_are(out, 0)),
         Case("nul_action_pickle", [cli, "whatif", "--config", "", "--json", f("nul.pickle")], 0, None, 2, 100,
