@@ -269,6 +269,9 @@ def cases(cli, d):
              "tcuda_replay_file_to: /dev/zero: larger than the input cap of 16777216 bytes", 2, 100),
         Case("devzero_viz", [cli, "viz", "--max-input", "16MiB", "/dev/zero"], 1,
              "tcuda viz: '/dev/zero': larger than the input cap of 16777216 bytes", 2, 100),
+        Case("cap_replay_snapshot", [cli, "replay", "--simulate", "--max-input", "100", f("capped.json")], 1,
+             "tcuda_replay_snapshot_to: %s: larger than the input cap of 100 bytes" % f("capped.json"), 2, 100,
+             setup=lambda: bom_json(f("capped.json"))),
         Case("devzero_snapshot", [cli, "snapshot", "--trace", "/dev/zero", "--max-input", "16MiB"], 1,
              "tcuda snapshot: trace '/dev/zero': larger than the input cap of 16777216 bytes", 2, 100),
         # the readers' work budget: memo references count each time
