@@ -625,7 +625,9 @@ TCUDA_API tcuda_status tcuda_replay_file_to(const char *trace_path, const tcuda_
  * *.freed, num_*) are then null, and peaks are those of the window. A
  * request that fails is an OOM in the stats, not an error; opt->on_oom is
  * called for it with its position among the history's requests (alloc and
- * oom entries, from 0) in place of a trace line. */
+ * oom entries, from 0) in place of a trace line. The output counts against
+ * opt->work_budget (a unit per byte): past it the replay stops with an
+ * error naming the file and the limit, the array left unclosed. */
 TCUDA_API tcuda_status tcuda_replay_snapshot_to(const char *snapshot_path, const tcuda_replay_options_t *opt,
                                                 tcuda_status (*write_fn)(void *user, const char *bytes, size_t n),
                                                 void *user);
