@@ -70,6 +70,10 @@ int cli_parse_fraction(const cli_cmd *c, const char *s, double *v);
 /* What the user or a file gave, for a message or a terminal: control bytes
  * (terminal escapes) as \xNN, long text cut with "...". */
 const char *cli_shown(const char *s, char *buf, size_t n);
+/* The whole file (malloc'd; free it) and its length, at most cap bytes:
+ * NULL with errno set (EFBIG past the cap; ENOMEM when memory runs out: the
+ * read stops there, never going on from a device that does not end). */
+char *cli_read_file(const char *path, uint64_t cap, size_t *len);
 /* 32 hex digits from /dev/urandom for a page's script nonce; -1 if unreadable. */
 int cli_make_nonce(char out[33]);
 /* A whole number in min..max: `noun` names it in messages ("-n -4 is not a

@@ -275,3 +275,30 @@ int cli_make_nonce(char out[33]) {
   for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", r[i]);
   return 0;
 }
+
+char *cli_read_file(const char *path, uint64_t cap, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t room = 1 << 16, n = 0;
+  char *p = malloc(room);
+  int err = p ? 0 : ENOMEM;
+  while (p) {
+    if (n == room) {
+      char *q = room <= SIZE_MAX / 2 ? realloc(p, room * 2) : NULL;
+      if (!q) { free(p); p = NULL; err = ENOMEM; break; }
+      p = q;
+      room *= 2;
+    }
+    size_t want = room - n;
+    if (want > cap + 1 - n) want = (size_t)(cap + 1 - n); /* a byte past the cap shows it is exceeded */
+    size_t r = fread(p + n, 1, want, f);
+    n += r;
+    if (n > cap) { free(p); p = NULL; err = EFBIG; break; }
+    if (r < want) break;
+  }
+  if (p && ferror(f)) { free(p); p = NULL; err = EIO; }
+  fclose(f);
+  *len = n;
+  if (!p) errno = err;
+  return p;
+}

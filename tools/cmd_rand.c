@@ -4,6 +4,7 @@
  * one (or with --cpu) the host fill computes them for a stated launch
  * geometry, since the values depend on the device's SM count. */
 #include "cli.h"
+#include "inspect/outfile.h"
 #include <cuda_runtime_api.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -274,13 +275,14 @@ int cmd_rand(int argc, char **argv) {
     else fprintf(stderr, "device=cpu sm_count=%d threads_per_sm=%d\n", sms, tpsm);
     fprintf(stderr, "seed=%" PRIu64 " offset=%" PRIu64 "\n", seed, offset);
   }
-  FILE *f = a.out_path ? fopen(a.out_path, "wb") : stdout;
-  if (!f) {
+  tc_outfile of = {0}; /* a temporary, renamed once complete: a failed write leaves no truncated file */
+  if (a.out_path && tc_outfile_open(&of, a.out_path)) {
     free(h);
     return cli_error(&CMD, "cannot open %s: %s", a.out_path, strerror(errno));
   }
+  FILE *f = a.out_path ? of.f : stdout;
   if (bytes && fwrite(h, 1, bytes, f) != bytes) rc = CLI_FAIL;
-  if (a.out_path ? fclose(f) != 0 : fflush(f) != 0) rc = CLI_FAIL;
+  if (a.out_path ? tc_outfile_commit(&of) != 0 : fflush(f) != 0) rc = CLI_FAIL;
   if (rc) cli_error(&CMD, "write failed: %s", strerror(errno));
   free(h);
   return rc;

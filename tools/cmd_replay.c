@@ -7,7 +7,7 @@
  * A PyTorch memory snapshot in place of the trace (told apart by its
  * content) replays its history on the simulated device instead. */
 #include "cli.h"
-#include <ctype.h>
+#include "replay/sniff.h"
 #include <errno.h>
 #include <string.h>
 
@@ -59,16 +59,17 @@ static tcuda_status to_stdout(void *user, const char *bytes, size_t n) {
   return TCUDA_ERROR_IO;
 }
 
-/* A snapshot is a pickle (first byte 0x80) or JSON whose first
- * non-blank byte is '{'; a trace line never starts with '{'. 0: not a
- * snapshot, or the file cannot be read (the trace path reports that). */
+/* A snapshot is what the library's reader takes for one (replay/sniff.h:
+ * a pickle, or JSON after an optional byte order mark); a trace line never
+ * starts with '{' or '['. 0: not a snapshot, or the file cannot be read
+ * (the trace path reports that). */
 static int is_snapshot(const char *path) {
   FILE *f = fopen(path, "rb");
   if (!f) return 0;
-  int ch = getc(f), first = ch;
-  while (ch != EOF && ch < 0x80 && isspace(ch)) ch = getc(f);
+  static char head[1 << 16]; /* blanks longer than this before a snapshot's '{' are not worth a guess */
+  size_t n = fread(head, 1, sizeof head, f);
   fclose(f);
-  return first == 0x80 || ch == '{';
+  return tc_sniff(head, n) != TC_SNIFF_NONE;
 }
 
 /* The exit code of a replay that wrote through to_stdout: its error, a

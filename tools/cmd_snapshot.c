@@ -6,6 +6,7 @@
  *    TCUDA_OOM_SNAPSHOT=path for a snapshot when an OOM is raised. */
 #define _GNU_SOURCE
 #include "cli.h"
+#include "inspect/outfile.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,8 +14,8 @@
 
 static const cli_cmd CMD = {
     "snapshot",
-    "usage: tcuda snapshot [--device N] [--trace TRACE [--config CONF] [--capacity BYTES]]\n"
-    "                      [--json | --pickle] [-o FILE] [--abbreviated]\n",
+    "usage: tcuda snapshot [--device N] [--trace TRACE [--config CONF] [--capacity BYTES]\n"
+    "                      [--max-input BYTES]] [--json | --pickle] [-o FILE] [--abbreviated]\n",
     "  default: print memory_summary(); --pickle/--json/-o: write the snapshot (segments,\n"
     "  device_traces with the whole history, allocator_settings) to FILE or stdout.\n"
     "  --trace: replay TRACE on the simulated device and report its final state; a request\n"
@@ -24,7 +25,8 @@ static const cli_cmd CMD = {
     CLI_CAPACITY_HELP
     CLI_CONFIG_HELP
     "  -o FILE: a pickle, or JSON when FILE ends in .json (unless --pickle).\n"
-    "  --abbreviated: the short memory_summary() (the summary only).\n"};
+    "  --abbreviated: the short memory_summary() (the summary only).\n"
+    CLI_MAX_INPUT_HELP};
 
 /* memory_stats() dotted keys -> the struct */
 static int set_stat(tcuda_memory_stats_t *st, const char *k, long long v) {
@@ -100,19 +102,22 @@ static int parse_last_stats(const char *json, tcuda_memory_stats_t *st) {
 }
 
 static int copy_out(const char *from, const char *to) {
-  FILE *i = fopen(from, "rb"), *o = to ? fopen(to, "wb") : stdout;
-  if (!i || !o) {
+  tc_outfile of = {0}; /* a temporary, renamed once complete: a failed write leaves no truncated file */
+  FILE *i = fopen(from, "rb");
+  int opened = i && to ? tc_outfile_open(&of, to) == 0 : 1;
+  if (!i || !opened) {
     fprintf(stderr, "tcuda snapshot: cannot %s '%s': %s\n", i ? "write" : "read", i ? to : from, strerror(errno));
     if (i) fclose(i);
-    if (o && to) fclose(o);
     return 1;
   }
+  FILE *o = to ? of.f : stdout;
   char buf[65536];
   size_t n;
   while ((n = fread(buf, 1, sizeof buf, i)) > 0) fwrite(buf, 1, n, o);
-  int bad = ferror(i) || ferror(o);
+  int bad = ferror(i) != 0;
   fclose(i);
-  bad |= to ? fclose(o) != 0 : fflush(o) != 0;
+  if (to && bad) tc_outfile_abort(&of);
+  else bad |= to ? tc_outfile_commit(&of) != 0 : (fflush(o) != 0 || ferror(o));
   if (bad) fprintf(stderr, "tcuda snapshot: writing '%s' failed\n", to ? to : "stdout");
   return bad;
 }
@@ -124,16 +129,16 @@ static tcuda_status discard(void *user, const char *bytes, size_t n) {
 }
 
 int cmd_snapshot(int argc, char **argv) {
-  enum { O_JSON = 256, O_PICKLE, O_ABBR, O_DEV, O_TRACE, O_CONF, O_CAP };
+  enum { O_JSON = 256, O_PICKLE, O_ABBR, O_DEV, O_TRACE, O_CONF, O_CAP, O_MAXIN };
   static const struct option longopts[] = {
       {"json", no_argument, NULL, O_JSON},          {"pickle", no_argument, NULL, O_PICKLE},
       {"abbreviated", no_argument, NULL, O_ABBR},   {"device", required_argument, NULL, O_DEV},
       {"trace", required_argument, NULL, O_TRACE},  {"output", required_argument, NULL, 'o'},
       {"config", required_argument, NULL, O_CONF},  {"capacity", required_argument, NULL, O_CAP},
-      {"help", no_argument, NULL, 'h'},             {0}};
+      {"max-input", required_argument, NULL, O_MAXIN}, {"help", no_argument, NULL, 'h'}, {0}};
   const char *trace = NULL, *out = NULL, *config = NULL;
   int device = -1, json = 0, pickle = 0, abbreviated = 0, ch, rc;
-  uint64_t capacity = 0, n;
+  uint64_t capacity = 0, max_input = (uint64_t)1 << 30, n;
   while ((ch = cli_getopt(&CMD, argc, argv, "ho:", longopts, &rc)) != -1) {
     const char *v = optarg;
     switch (ch) {
@@ -154,11 +159,17 @@ int cmd_snapshot(int argc, char **argv) {
     case O_CAP:
       if (!cli_parse_bytes(&CMD, "--capacity", v, &capacity)) return CLI_USAGE;
       break;
+    case O_MAXIN:
+      if (!cli_parse_bytes(&CMD, "--max-input", v, &max_input)) return CLI_USAGE;
+      if (!max_input) return cli_usage_error(&CMD, "--max-input '%s': must be at least 1 byte", v);
+      if (max_input > SIZE_MAX - 4) max_input = SIZE_MAX - 4;
+      break;
     }
   }
   if (cli_operands(&CMD, argc, argv, 0) < 0) return CLI_USAGE;
   if (json && pickle) return cli_usage_error(&CMD, "--json and --pickle exclude each other");
-  if (!trace && (config || capacity)) return cli_usage_error(&CMD, "--config and --capacity need --trace");
+  if (!trace && (config || capacity || max_input != (uint64_t)1 << 30))
+    return cli_usage_error(&CMD, "--config, --capacity and --max-input need --trace");
   int want_file = json || pickle || out;
   if (want_file && abbreviated) return cli_usage_error(&CMD, "--abbreviated applies to the summary only");
   if (!json && out) {
@@ -191,26 +202,25 @@ int cmd_snapshot(int argc, char **argv) {
   tcuda_replay_options_t o = TCUDA_REPLAY_OPTIONS_INIT;
   o.simulate = 1;
   o.capacity = capacity;
+  o.max_input_bytes = max_input;
   o.on_oom = cli_print_oom;
   o.on_oom_user = (void *)&CMD;
   if (!cli_alloc_config(&CMD, config, &o.config, &rc)) return rc;
   if (device > 0) fprintf(stderr, "tcuda snapshot: note: the simulated replay runs on device 0\n");
   if (!want_file) {
     /* replay with a final checkpoint and format its stats */
-    FILE *f = fopen(trace, "rb");
-    if (!f) { fprintf(stderr, "tcuda snapshot: cannot open trace '%s': %s\n", trace, strerror(errno)); return 1; }
-    size_t cap = 1 << 16, n = 0;
-    char *text = malloc(cap);
-    for (size_t r; text && (r = fread(text + n, 1, cap - n - 4, f)) > 0;) {
-      n += r;
-      if (cap - n - 4 == 0) {
-        char *t = realloc(text, cap *= 2);
-        if (!t) { free(text); text = NULL; }
-        else text = t;
-      }
+    size_t n = 0;
+    char *text = cli_read_file(trace, max_input, &n), *t = text ? realloc(text, n + 4) : NULL;
+    if (!t) {
+      int e = text ? ENOMEM : errno;
+      free(text);
+      if (e == EFBIG)
+        return cli_error(&CMD, "trace '%s': larger than the input cap of %llu bytes (--max-input raises it)", trace,
+                         (unsigned long long)max_input);
+      return cli_error(&CMD, "cannot %s trace '%s': %s", e == ENOMEM || e == EIO ? "read" : "open", trace,
+                       strerror(e));
     }
-    fclose(f);
-    if (!text) { fprintf(stderr, "tcuda snapshot: out of memory reading '%s'\n", trace); return 1; }
+    text = t;
     memcpy(text + n, "\nc\n", 4);
     char *js = NULL;
     tcuda_status s = tcuda_replay_string(text, &o, &js);

@@ -3,6 +3,7 @@
  * The page (tools/viz/viewer.html, embedded at build time) decodes the
  * snapshot itself, so the CLI only wraps the bytes. */
 #include "cli.h"
+#include "inspect/outfile.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -26,36 +27,6 @@ static int fail(const char *fmt, const char *a, const char *b) {
   fprintf(stderr, fmt, a, b);
   fputc('\n', stderr);
   return 1;
-}
-
-/* The file, at most cap bytes: NULL with errno set (EFBIG past the cap,
- * ENOMEM when memory runs out: the read stops there, never going on from a
- * device that does not end). */
-static char *read_all(const char *path, uint64_t cap, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  size_t room = 1 << 16, n = 0;
-  char *p = malloc(room);
-  int err = p ? 0 : ENOMEM;
-  while (p) {
-    if (n == room) {
-      char *q = room <= SIZE_MAX / 2 ? realloc(p, room * 2) : NULL;
-      if (!q) { free(p); p = NULL; err = ENOMEM; break; }
-      p = q;
-      room *= 2;
-    }
-    size_t want = room - n;
-    if (want > cap + 1 - n) want = (size_t)(cap + 1 - n); /* a byte past the cap shows it is exceeded */
-    size_t r = fread(p + n, 1, want, f);
-    n += r;
-    if (n > cap) { free(p); p = NULL; err = EFBIG; break; }
-    if (r < want) break;
-  }
-  if (p && ferror(f)) { free(p); p = NULL; err = EIO; }
-  fclose(f);
-  *len = n;
-  if (!p) errno = err;
-  return p;
 }
 
 static void put_base64(FILE *o, const unsigned char *s, size_t n) {
@@ -205,7 +176,7 @@ int cmd_viz(int argc, char **argv) {
   if (argc - optind > 1) return cli_usage_error(&CMD, "more than one snapshot ('%s')", argv[optind + 1]);
   in = argv[optind];
   size_t n = 0;
-  char *data = read_all(in, cap, &n);
+  char *data = cli_read_file(in, cap, &n);
   if (!data && errno == EFBIG) {
     char m[64];
     snprintf(m, sizeof m, "%llu", (unsigned long long)cap);
@@ -239,11 +210,12 @@ int cmd_viz(int argc, char **argv) {
     free(data);
     return fail("%s%s", "the embedded viewer page is damaged (markers missing)", "");
   }
-  FILE *o = out ? fopen(out, "wb") : stdout;
-  if (!o) {
+  tc_outfile of = {0}; /* -o: a temporary, renamed once complete: a failed write leaves no truncated page */
+  if (out && tc_outfile_open(&of, out)) {
     free(data);
     return fail("cannot write '%s': %s", out, strerror(errno));
   }
+  FILE *o = out ? of.f : stdout;
   put_nonced(o, tpl, m1, nonce);
   fputs(format, o);
   put_nonced(o, m1 + 10, m2, nonce);
@@ -259,9 +231,7 @@ int cmd_viz(int argc, char **argv) {
   }
   put_nonced(o, m2 + 8, tpl + strlen(tpl), nonce);
   free(data);
-  int bad = ferror(o) != 0;
-  if (out) bad |= fclose(o) != 0;
-  else bad |= fflush(o) != 0;
+  int bad = out ? tc_outfile_commit(&of) != 0 : (fflush(o) != 0 || ferror(o));
   if (bad) return fail("writing '%s' failed: %s", out ? out : "stdout", strerror(errno));
   if (out) fprintf(stderr, "tcuda viz: wrote %s (%s snapshot, %zu bytes)\n", out, format, n);
   return 0;

@@ -6,6 +6,7 @@
  * The table is printed from the document itself, read back by the small
  * JSON reader below, so the text, the JSON and the page cannot disagree. */
 #include "cli.h"
+#include "inspect/outfile.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -377,9 +378,11 @@ static int write_page(const char *path, const char *json) {
   if (cli_make_nonce(nonce)) return cli_error(&CMD, "cannot read /dev/urandom for the page's script nonce");
   const char *tpl = tcuda_whatif_html, *m = strstr(tpl, "@@DATA@@");
   if (!m || !strstr(tpl, "@@NONCE@@")) return cli_error(&CMD, "the embedded page is damaged (markers missing)");
-  FILE *o = fopen(path, "wb");
+  tc_outfile out = {0}; /* a temporary, renamed once complete: a failed write leaves no truncated page */
   char b[600];
-  if (!o) return cli_error(&CMD, "cannot write '%s': %s", cli_shown(path, b, sizeof b), strerror(errno));
+  if (tc_outfile_open(&out, path))
+    return cli_error(&CMD, "cannot write '%s': %s", cli_shown(path, b, sizeof b), strerror(errno));
+  FILE *o = out.f;
   put_nonced(o, tpl, m, nonce);
   for (const char *p = json; *p; p++) {
     if (*p == '<') fputs("\\u003c", o);
@@ -388,9 +391,8 @@ static int write_page(const char *path, const char *json) {
     else fputc(*p, o);
   }
   put_nonced(o, m + 8, tpl + strlen(tpl), nonce);
-  int bad = ferror(o) != 0;
-  bad |= fclose(o) != 0;
-  if (bad) return cli_error(&CMD, "writing '%s' failed: %s", cli_shown(path, b, sizeof b), strerror(errno));
+  if (tc_outfile_commit(&out))
+    return cli_error(&CMD, "writing '%s' failed: %s", cli_shown(path, b, sizeof b), strerror(errno));
   return 0;
 }
 

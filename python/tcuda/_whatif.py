@@ -12,6 +12,7 @@ import json
 import math
 import numbers
 import os
+import re
 from ctypes import byref, c_char_p, c_void_p
 
 from ._lib import WhatifOptionsT, c_path, c_string, check, int_arg, lib, take_string, uint64_arg
@@ -19,29 +20,42 @@ from ._lib import WhatifOptionsT, c_path, c_string, check, int_arg, lib, take_st
 __all__ = ["whatif"]
 
 _MAX_CONFIGS = 255  # the library's rows, less the recorded one
+_MAX_DEPTH = 512  # the library's readers nest no deeper (TC_PV_MAX_DEPTH)
 
 
 def _where(path):
     return "snapshot" + "".join("[%r]" % (k,) for k in path)
 
 
-def _find_unencodable(value, path=()):
+def _find_unencodable(value, path=(), inside=None):
     """(path, problem, exception class) of the first value JSON cannot
-    carry, or None."""
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if not isinstance(k, (str, int, float, bool)) and k is not None:
-                return path, "has a key %r of type %s, which JSON cannot carry" % (k, type(k).__name__), TypeError
-            found = _find_unencodable(v, path + (k,))
-            if found:
-                return found
-        return None
-    if isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            found = _find_unencodable(v, path + (i,))
-            if found:
-                return found
-        return None
+    carry, or None. inside: the ids of the containers on the path, so that
+    one that contains itself is named, not recursed into forever."""
+    if inside is None:
+        inside = set()
+    if isinstance(value, (dict, list, tuple)):
+        if id(value) in inside:
+            return path, "contains itself (a circular reference), which JSON cannot carry", ValueError
+        if len(inside) >= _MAX_DEPTH:
+            return path, "nests deeper than %d levels" % _MAX_DEPTH, ValueError
+        inside.add(id(value))
+        try:
+            if isinstance(value, dict):
+                for k, v in value.items():
+                    if not isinstance(k, (str, int, float, bool)) and k is not None:
+                        return path, "has a key %r of type %s, which JSON cannot carry" % (k, type(k).__name__), \
+                            TypeError
+                    found = _find_unencodable(v, path + (k,), inside)
+                    if found:
+                        return found
+            else:
+                for i, v in enumerate(value):
+                    found = _find_unencodable(v, path + (i,), inside)
+                    if found:
+                        return found
+            return None
+        finally:
+            inside.discard(id(value))
     if isinstance(value, float) and not math.isfinite(value):
         return path, "is %r, which JSON cannot carry" % value, ValueError
     if value is None or isinstance(value, (str, bool, int, float)):
@@ -51,24 +65,38 @@ def _find_unencodable(value, path=()):
     return path, "is a %s, which JSON cannot carry" % type(value).__name__, TypeError
 
 
+# A lone surrogate (a file name decoded with surrogateescape, say) as
+# 'surrogatepass' writes it: three bytes that are not UTF-8.
+_LONE_SURROGATE = re.compile(b"\xed[\xa0-\xbf][\x80-\xbf]")
+
+
 def _snapshot_json(snapshot):
     """The dict as JSON bytes: tuples become lists, as they do in torch's
-    own JSON form of a snapshot."""
+    own JSON form of a snapshot. A str's lone surrogates become U+FFFD, as
+    the library's pickle reader makes them of the same str pickled."""
     try:
-        return json.dumps(snapshot, allow_nan=False, separators=(",", ":")).encode("utf-8")
+        text = json.dumps(snapshot, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError, OverflowError, RecursionError):
-        found = _find_unencodable(snapshot)
+        try:
+            found = _find_unencodable(snapshot)
+        except RecursionError:
+            found = ((), "nests too deeply for JSON", ValueError)
         if not found:
             raise
         path, problem, exc = found
         raise exc("tcuda.whatif: %s %s" % (_where(path), problem)) from None
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub(b"\xef\xbf\xbd", text.encode("utf-8", "surrogatepass"))
 
 
 def _is_int(v):
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
-def whatif(snapshot, configs=None, capacity=None, fraction=None, device=0, *, threads=0, series_points=0):
+def whatif(snapshot, configs=None, capacity=None, fraction=None, device=0, *, threads=0, series_points=0,
+           max_input=None, work_budget=None):
     """What would other allocator configs, or a memory limit, do to the
     history in a PyTorch memory snapshot? Returns the library's document as
     a dict: {"snapshot": {...}, "configs": [rows], "recommended": {...} or
@@ -84,6 +112,9 @@ def whatif(snapshot, configs=None, capacity=None, fraction=None, device=0, *, th
     threads: rows replayed at once; 0: one per CPU.
     series_points: > 0 gives each row a "series" of reserved and allocated
         bytes over the history's time, at up to that many points.
+    max_input: the largest snapshot file read, in bytes; None: 1 GiB.
+    work_budget: the work the snapshot may cost, in units (docs/whatif.md);
+        None: a multiple of its size.
     """
     if isinstance(snapshot, dict):
         data = _snapshot_json(snapshot)
@@ -131,6 +162,17 @@ def whatif(snapshot, configs=None, capacity=None, fraction=None, device=0, *, th
             raise TypeError("tcuda.whatif: %s must be an int, not %s" % (name, type(v).__name__))
         if v < 0:
             raise ValueError("tcuda.whatif: %s %d is negative" % (name, v))
+    for name, v in (("max_input", max_input), ("work_budget", work_budget)):
+        if v is None:
+            continue
+        if not _is_int(v):
+            raise TypeError("tcuda.whatif: %s must be an int or None, not %s" % (name, type(v).__name__))
+        if v <= 0:
+            raise ValueError("tcuda.whatif: %s %d is not positive (None: the default)" % (name, v))
+    if max_input is not None:
+        opts.max_input_bytes = uint64_arg(max_input, "max_input")
+    if work_budget is not None:
+        opts.work_budget = uint64_arg(work_budget, "work_budget")
     opts.device = int_arg(device, "device")
     opts.threads = int_arg(threads, "threads")
     opts.series_points = int_arg(series_points, "series_points")

@@ -53,7 +53,11 @@ tcuda_status tc_blas_workspace_size(const char *cfg, int major, int minor, size_
       p = end;
     }
     if (v[0] > (SIZE_MAX / 1024) || (v[1] && v[0] * 1024 > SIZE_MAX / v[1])) goto bad;
-    total += (size_t)v[0] * 1024 * (size_t)v[1];
+    size_t pair = (size_t)v[0] * 1024 * (size_t)v[1];
+    if (pair > SIZE_MAX - total) /* each pair fits, the sum must too */
+      return tc_error(TCUDA_ERROR_CONFIG, "CUBLAS_WORKSPACE_CONFIG: the workspaces of '%s' add up to more than 2^64 bytes",
+                      cfg);
+    total += pair;
     pairs++;
   }
   if (!pairs) goto bad;

@@ -12,14 +12,12 @@
 #include "core/error.h"
 #include "core/table.h"
 #include "jsonwrite.h"
+#include "outfile.h"
 #include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -546,41 +544,6 @@ tcuda_status tc_snapshot_doc_encode(const char *func, const tc_snapshot_doc *doc
   return TCUDA_SUCCESS;
 }
 
-/* A new file beside path, created exclusively (O_EXCL, O_NOFOLLOW) under an
- * unguessable name, so nothing planted in the directory can redirect the
- * write. Mode 0666 lets the kernel apply the umask (and a default ACL) as
- * for any fopen()ed file; mkstemp's 0600 would need the umask, which a
- * library can only read by changing it under other threads. Returns the fd,
- * or -1 with errno set; tmp receives the name. */
-static int create_beside(const char *path, char *tmp, size_t cap) {
-  static atomic_uint serial;
-  for (int attempt = 0; attempt < 64; attempt++) {
-    uint64_t r = 0;
-    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
-      struct timespec ts;
-      clock_gettime(CLOCK_MONOTONIC, &ts);
-      r = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40);
-    }
-    r ^= (uint64_t)atomic_fetch_add(&serial, 1) * 0x9e3779b97f4a7c15ULL;
-    snprintf(tmp, cap, "%s.tmp%012llx", path, (unsigned long long)(r & 0xffffffffffffULL));
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-    if (fd >= 0 || errno != EEXIST) return fd;
-  }
-  errno = EEXIST;
-  return -1;
-}
-
-static int write_all(int fd, const char *p, size_t n) {
-  while (n) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return 0;
-    p += w;
-    n -= (size_t)w;
-  }
-  return 1;
-}
-
 tcuda_status tc_snapshot_doc_write(const char *func, const tc_snapshot_doc *doc, const char *path, int json) {
   if (!path || !*path)
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: path is %s", func, path ? "empty" : "NULL");
@@ -590,34 +553,17 @@ tcuda_status tc_snapshot_doc_write(const char *func, const tc_snapshot_doc *doc,
   if (s) return s;
   /* a temporary beside the target, renamed when complete: a failed write
    * never leaves a truncated snapshot under the requested name */
-  size_t cap = strlen(path) + 32;
-  char *tmp = malloc(cap);
-  if (!tmp) {
-    free(buf);
-    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-  }
   char shown[256]; /* the name as it may be quoted: no terminal escapes */
   tc_printable(path, shown, sizeof shown);
-  int fd = create_beside(path, tmp, cap);
-  if (fd < 0) {
-    s = tc_error(TCUDA_ERROR_IO, "%s: cannot write '%s': %s", func, shown, strerror(errno));
+  tc_outfile o;
+  if (tc_outfile_open(&o, path) != 0) {
+    s = tc_error(errno == ENOMEM ? TCUDA_ERROR_HOST_OUT_OF_MEMORY : TCUDA_ERROR_IO, "%s: cannot write '%s': %s", func,
+                 shown, strerror(errno));
   } else {
-    int bad = !write_all(fd, buf, len);
-    int err = errno;
-    if (close(fd) != 0 && !bad) {
-      bad = 1;
-      err = errno;
-    }
-    if (!bad && rename(tmp, path) != 0) {
-      bad = 1;
-      err = errno;
-    }
-    if (bad) {
-      unlink(tmp);
-      s = tc_error(TCUDA_ERROR_IO, "%s: writing '%s' failed: %s", func, shown, strerror(err ? err : EIO));
-    }
+    if (len) fwrite(buf, 1, len, o.f);
+    if (tc_outfile_commit(&o) != 0)
+      s = tc_error(TCUDA_ERROR_IO, "%s: writing '%s' failed: %s", func, shown, strerror(errno ? errno : EIO));
   }
-  free(tmp);
   free(buf);
   return s;
 }

@@ -6,9 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The default cap: far above a real snapshot (a 1M-entry history is tens
- * to a few hundred MB), well below what a device file such as /dev/zero
- * would feed forever. */
+/* The default cap: far above a real snapshot (docs/performance.md gives
+ * the size of a 1M-entry history), and a bound on what a device file such
+ * as /dev/zero would feed forever. */
 #define TC_READ_MAX_DEFAULT ((uint64_t)1 << 30)
 
 /* "func: PATH" into buf (the path made printable), for messages that name

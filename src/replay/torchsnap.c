@@ -272,8 +272,10 @@ static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, 
   tc_tsnap *h = c->h;
   const tc_pv *e = ents[i];
   if (!e || e->kind != TC_PV_DICT) return bad(c->func, i, "not a dict");
-  const char *act = tc_pv_as_str(tc_pv_get(e, "action"));
+  size_t actn = 0;
+  const char *act = tc_pv_as_strn(tc_pv_get(e, "action"), &actn);
   if (!act) return bad(c->func, i, "no 'action' string");
+  if (strlen(act) != actn) act = "?"; /* a NUL inside: an action no one knows, as for torch */
   uint64_t addr = 0, size = 0, stream = 0;
   int64_t sv = 0;
   int is_oom = !strcmp(act, "oom");
@@ -312,10 +314,11 @@ static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, 
       if (!lib && !has) {
         /* no frames: a smaller request next, before any free */
         for (size_t k = i + 1; k < n && k < i + 64; k++) {
-          const char *a2 = tc_pv_as_str(tc_pv_get(ents[k], "action"));
+          const tc_pv *a2 = tc_pv_get(ents[k], "action");
+          size_t a2n = 0;
           uint64_t s2;
-          if (!a2 || !strncmp(a2, "free", 4)) break;
-          if ((!strcmp(a2, "alloc") || !strcmp(a2, "oom")) && get_u64(ents[k], "size", &s2)) {
+          if (!tc_pv_as_strn(a2, &a2n) || (a2n >= 4 && !memcmp(a2->u.s, "free", 4))) break;
+          if ((tc_pv_is_str(a2, "alloc") || tc_pv_is_str(a2, "oom")) && get_u64(ents[k], "size", &s2)) {
             lib = s2 < size;
             break;
           }
@@ -350,9 +353,9 @@ static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, 
     if (req) {
       if (c->pending[slot]) return TCUDA_SUCCESS; /* requested twice */
       const tc_pv *nx = i + 1 < n ? ents[i + 1] : NULL;
-      const char *na = nx ? tc_pv_as_str(tc_pv_get(nx, "action")) : NULL;
       uint64_t naddr = 0;
-      if (na && !strcmp(na, "free_completed") && get_u64(nx, "addr", &naddr) && naddr == addr) {
+      if (nx && tc_pv_is_str(tc_pv_get(nx, "action"), "free_completed") && get_u64(nx, "addr", &naddr) &&
+          naddr == addr) {
         *skip = 1;
         tc_u64map_del(&c->live, addr);
         return add_op(c, (tc_tsop){.kind = HOP_FREE, .slot = slot, .stream = stream, .addr = addr, .size = size});
@@ -419,12 +422,13 @@ static tcuda_status read_setting(const char *func, const tc_config_key *d, const
       int64_t div[TC_ROUNDUP_SLOTS] = {0};
       int any = 0;
       for (uint32_t k = 0; k < val->n; k++) {
-        const char *key = tc_pv_as_str(val->u.items[2 * k]);
+        size_t keyn = 0;
+        const char *key = tc_pv_as_strn(val->u.items[2 * k], &keyn);
         int64_t dv;
-        char *end;
+        char *end = NULL;
         errno = 0;
         unsigned long mb = key ? strtoul(key, &end, 10) : 0;
-        if (!key || errno || *end || !mb || (mb & (mb - 1)) || !tc_pv_as_int(val->u.items[2 * k + 1], &dv) ||
+        if (!key || errno || end != key + keyn || !mb || (mb & (mb - 1)) || !tc_pv_as_int(val->u.items[2 * k + 1], &dv) ||
             dv < 0 || dv > (1 << 30))
           return tc_error(TCUDA_ERROR_PARSE, "%s: allocator_settings: %s has a bad entry", func, d->snapshot_key);
         int slot = 0;
@@ -612,9 +616,9 @@ static tcuda_status read_segments(conv *c, const tc_pv *segs) {
     int64_t stream = 0, exp = 0;
     tc_pv_as_int(tc_pv_get(sg, "stream"), &stream);
     tc_pv_as_int(tc_pv_get(sg, "is_expandable"), &exp);
-    const char *type = tc_pv_as_str(tc_pv_get(sg, "segment_type"));
+    const tc_pv *type = tc_pv_get(sg, "segment_type");
     tcuda_status s = add_seg(c, (tc_tsseg){.addr = addr, .size = size, .stream = (uint64_t)stream,
-                                          .small = type ? !strcmp(type, "small") : size == 2 * MIB,
+                                          .small = tc_pv_as_str(type) ? tc_pv_is_str(type, "small") : size == 2 * MIB,
                                           .expandable = exp != 0});
     if (s) return s;
     tc_pv *const *bl;
@@ -628,7 +632,8 @@ static tcuda_status read_segments(conv *c, const tc_pv *segs) {
       get_u64(bl[k], "size", &bsz);
       get_u64(bl[k], "requested_size", &rq);
       get_u64(bl[k], "address", &baddr);
-      const char *state = tc_pv_as_str(tc_pv_get(bl[k], "state"));
+      const tc_pv *state = tc_pv_get(bl[k], "state");
+      int pending = tc_pv_is_str(state, "active_pending_free");
       /* torch lists a segment's blocks in address order, each inside it */
       if (baddr < addr || baddr - addr >= size || bsz > size - (baddr - addr))
         return tc_error(TCUDA_ERROR_PARSE, "%s: the block at 0x%llx (%llu bytes) lies outside its segment at 0x%llx (%llu bytes)",
@@ -642,11 +647,11 @@ static tcuda_status read_segments(conv *c, const tc_pv *segs) {
                         (unsigned long long)baddr, (unsigned long long)bsz, (unsigned long long)prev);
       prev = baddr;
       at = baddr + bsz;
-      if (!state || strncmp(state, "active", 6) || !bsz || tc_u64map_get(&c->blkseen, baddr)) continue;
+      if ((!pending && !tc_pv_is_str(state, "active_allocated")) || !bsz || tc_u64map_get(&c->blkseen, baddr)) continue;
       uint32_t slot;
       if ((s = new_slot(c, &slot))) return s;
       if ((s = add_block(c, (tc_tsblock){.addr = baddr, .size = bsz, .requested = rq, .slot = HOP_NO_SLOT,
-                                        .pending = !strcmp(state, "active_pending_free")})))
+                                        .pending = pending})))
         return s;
     }
   }

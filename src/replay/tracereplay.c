@@ -424,7 +424,11 @@ static tcuda_status replay_text(const char *func, const char *text, size_t len, 
   tcuda_status s = check_options(func, o);
   if (s) return s;
   tc_trace tr;
-  if ((s = tc_trace_parse(text, len, &tr))) return s;
+  if ((s = tc_trace_parse(text, len, &tr))) { /* "trace line N: ...", after func (which names the file) */
+    char why[512];
+    snprintf(why, sizeof why, "%s", tcuda_last_error());
+    return tc_error(s, "%s: %s", func, why);
+  }
   s = replay_run(func, &tr, o, sink, user);
   tc_trace_free(&tr);
   return s;
@@ -445,14 +449,14 @@ static tcuda_status gathered(const char *func, tcuda_status s, tc_sbuf *b, char 
 }
 
 /* The trace file's text into b (the trace is input: it is held whole),
- * at most the options' max_input_bytes. */
-static tcuda_status read_trace(const char *func, const char *trace_path, const tcuda_replay_options_t *opt,
+ * at most the options' max_input_bytes. where: "FUNC: PATH", which starts
+ * every message about the file. */
+static tcuda_status read_trace(const char *where, const char *trace_path, const tcuda_replay_options_t *opt,
                                tc_sbuf *b) {
-  char where[320];
   uint64_t cap = opt && opt->struct_size >= sizeof *opt ? opt->max_input_bytes : 0;
   char *data;
   size_t len;
-  tcuda_status s = tc_read_file(tc_read_where(func, trace_path, where, sizeof where), trace_path, cap, &data, &len);
+  tcuda_status s = tc_read_file(where, trace_path, cap, &data, &len);
   if (s) return s;
   *b = (tc_sbuf){.p = data, .len = len, .cap = len + 1};
   return TCUDA_SUCCESS;
@@ -473,9 +477,10 @@ tcuda_status tcuda_replay_file(const char *trace_path, const tcuda_replay_option
   *json_out = NULL;
   TC_CHECK_ARG(F, trace_path, "trace_path");
   tc_sbuf text = {0}, out = {0};
-  tcuda_status s = read_trace(F, trace_path, opt, &text);
+  char where[320];
+  tcuda_status s = read_trace(tc_read_where(F, trace_path, where, sizeof where), trace_path, opt, &text);
   if (s) return s;
-  s = replay_text(F, text.p ? text.p : "", text.len, opt, gather, &out);
+  s = replay_text(where, text.p ? text.p : "", text.len, opt, gather, &out);
   tc_sbuf_free(&text);
   return gathered(F, s, &out, json_out);
 }
@@ -486,9 +491,10 @@ tcuda_status tcuda_replay_file_to(const char *trace_path, const tcuda_replay_opt
   TC_CHECK_ARG(F, trace_path, "trace_path");
   TC_CHECK_ARG(F, write_fn, "write_fn");
   tc_sbuf text = {0};
-  tcuda_status s = read_trace(F, trace_path, opt, &text);
+  char where[320];
+  tcuda_status s = read_trace(tc_read_where(F, trace_path, where, sizeof where), trace_path, opt, &text);
   if (s) return s;
-  s = replay_text(F, text.p ? text.p : "", text.len, opt, write_fn, user);
+  s = replay_text(where, text.p ? text.p : "", text.len, opt, write_fn, user);
   tc_sbuf_free(&text);
   return s;
 }

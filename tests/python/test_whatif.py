@@ -137,6 +137,10 @@ def test_values_json_cannot_carry_name_their_key():
     (dict(device=1.0), TypeError, "device"),
     (dict(threads="2"), TypeError, "threads"),
     (dict(series_points=-5), ValueError, "series_points"),
+    (dict(max_input="1GiB"), TypeError, "max_input"),
+    (dict(max_input=0), ValueError, "max_input"),
+    (dict(work_budget=-1), ValueError, "work_budget"),
+    (dict(work_budget=1 << 64), OverflowError, "work_budget"),
 ])
 def test_bad_arguments(kwargs, exc, words):
     kw = dict(snapshot=SMALL)
@@ -164,3 +168,44 @@ def test_library_errors_carry_its_message(tmp_path):
     _raises(lambda: tcuda.whatif({"a": 1}), "TCUDA_ERROR_PARSE", "tcuda_whatif_buffer")
     _raises(lambda: tcuda.whatif(SMALL, configs=["bogus:1"]), "TCUDA_ERROR_CONFIG", "bogus")
     _raises(lambda: tcuda.whatif(SMALL, device=3), "TCUDA_ERROR_INVALID_ARGUMENT", "device 3")
+
+
+def test_lone_surrogates_read_as_the_pickle_path_reads_them(tmp_path):
+    # json.dumps writes a str's lone surrogate (a file name decoded with
+    # surrogateescape) as a \udcxx escape, which the library refuses; the
+    # dict path hands it over as the pickle path does: U+FFFD.
+    snap = _load("side_stream.pickle")
+    for e in snap["device_traces"][0]:
+        e["frames"] = [{"name": "step\udc80", "filename": "/data/\udcff\ud800.py", "line": 7}]
+    path = tmp_path / "surrogates.pickle"
+    with open(path, "wb") as f:
+        pickle.dump(snap, f)
+    by_dict = tcuda.whatif(snap, configs=CONFIGS, capacity=1 << 30, fraction=0.001)  # an OOM at once
+    by_path = tcuda.whatif(str(path), configs=CONFIGS, capacity=1 << 30, fraction=0.001)
+    assert by_dict == by_path
+    frames = [r["first_oom"]["frames"] for r in by_dict["configs"] if r["first_oom"]]
+    assert frames and frames[0][0] == {"name": "step\ufffd", "filename": "/data/\ufffd\ufffd.py", "line": 7}
+
+
+def test_a_dict_that_contains_itself_is_a_value_error():
+    snap = _load("side_stream.pickle")
+    snap["segments"][0]["blocks"].append(snap)
+    with pytest.raises(ValueError) as ei:
+        tcuda.whatif(snap)
+    assert "snapshot['segments'][0]['blocks'][1] contains itself" in str(ei.value)
+    loop = []
+    loop.append(loop)
+    snap = _load("side_stream.pickle")
+    snap["allocator_settings"]["x"] = loop
+    with pytest.raises(ValueError) as ei:
+        tcuda.whatif(snap)
+    assert "snapshot['allocator_settings']['x'][0] contains itself" in str(ei.value)
+
+
+def test_max_input_and_work_budget_reach_the_library(small_dict):
+    size = os.path.getsize(SMALL)
+    _raises(lambda: tcuda.whatif(SMALL, max_input=size - 1), "TCUDA_ERROR_IO", "tcuda_whatif_file: " + SMALL,
+            "larger than the input cap of %d bytes" % (size - 1))
+    assert tcuda.whatif(SMALL, configs=CONFIGS, max_input=size)["snapshot"]["requests"] > 0
+    _raises(lambda: tcuda.whatif(SMALL, work_budget=100), "TCUDA_ERROR_PARSE", "budget of 100 units")
+    _raises(lambda: tcuda.whatif(small_dict, work_budget=100), "TCUDA_ERROR_PARSE", "budget of 100 units")

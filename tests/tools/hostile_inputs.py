@@ -9,6 +9,7 @@ below what the same files cost without the fixes (seconds to minutes,
 GiBs), and far above what they cost with them.
 
   hostile_inputs.py --cli PATH --dir DIR [--list] [CASE...]
+  hostile_inputs.py --seeds tests/fuzz/corpus   (rewrites the committed memo seeds)
 
 Exit 0 when every case passes, 1 otherwise; a case that cannot run here
 (an rlimit the sanitizers refuse, say) says SKIP.
@@ -88,6 +89,12 @@ def nul_action(path, name):
     open(path, "w").write(json.dumps(doc))
 
 
+def nul_action_pickle(path, name):
+    body = p_dict([(p_str("action"), p_str(name)), (p_str("addr"), p_int(1 << 20)), (p_str("size"), p_int(512)),
+                   (p_str("stream"), p_int(0))])
+    open(path, "wb").write(snapshot_pickle(body))
+
+
 def memo_fanout(path):
     """A list of many memo references to one small dict: the reader's work
     counts each reference."""
@@ -105,6 +112,117 @@ def bom_json(path):
 def sparse(path, size):
     with open(path, "wb") as f:
         f.truncate(size)
+
+
+# ---- memo-sharing seeds for the fuzz corpora (tests/fuzz/corpus/pickle,
+# tests/fuzz/corpus/snapshot): small, so a fuzzer runs them fast, and each
+# shares a value through the memo the way an amplification attack does ----
+
+MEMO = b"\x94"
+
+
+def entry(action, addr, size, frames=b"", extra=()):
+    pairs = [(p_str("action"), p_str(action)), (p_str("addr"), p_int(addr)), (p_str("size"), p_int(size)),
+             (p_str("stream"), p_int(0))] + list(extra)
+    if frames:
+        pairs.append((p_str("frames"), frames))
+    return p_dict(pairs)
+
+
+def seed_shared_dict_index():
+    """a dict above the index threshold, with a duplicate key, shared 64 times"""
+    pairs = [(p_str("k%02d" % i), p_int(i)) for i in range(24)] + [(p_str("k07"), b"N")]
+    return b"\x80\x04](" + p_dict(pairs) + MEMO + p_get(0) * 63 + b"e."
+
+
+def seed_dict_grown_after_get():
+    """a dict memoized empty, then filled through memo references"""
+    body = b"\x80\x04}" + MEMO + b"0"
+    for i in range(12):
+        body += p_get(0) + p_str("g%d" % i) + p_int(i) + b"s0"
+    return body + p_get(0) + b"."
+
+
+def seed_shared_frames():
+    """every entry's frames: one list (and its strings) shared through the memo"""
+    frames = b"](" + b"".join(p_dict([(p_str("name"), p_str("fn%d" % i)), (p_str("filename"), p_str("model.py")),
+                                      (p_str("line"), p_int(10 + i))]) for i in range(4)) + b"e" + MEMO
+    body = b""
+    for i in range(8):
+        fr = frames if i == 0 else p_get(0)
+        addr = (1 << 21) + (i << 12)
+        body += entry("alloc", addr, 4096, fr) + entry("free_requested", addr, 4096, p_get(0))
+        body += entry("free_completed", addr, 4096, p_get(0))
+    body += entry("oom", 1 << 20, 1 << 40, p_get(0))
+    return snapshot_pickle(body)
+
+
+def seed_shared_segment_blocks():
+    """a truncated history over one segment listed 8 times, whose blocks
+    list holds one block 8 times"""
+    base = 1 << 32
+    blk = p_dict([(p_str("address"), p_int(base)), (p_str("size"), p_int(2 << 20)),
+                  (p_str("requested_size"), p_int(2 << 20)), (p_str("state"), p_str("active_allocated"))]) + MEMO
+    seg = p_dict([(p_str("device"), p_int(0)), (p_str("address"), p_int(base)), (p_str("total_size"), p_int(20 << 20)),
+                  (p_str("stream"), p_int(0)), (p_str("segment_type"), p_str("large")), (p_str("is_expandable"), b"\x89"),
+                  (p_str("blocks"), b"](" + blk + p_get(0) * 7 + b"e")]) + MEMO
+    body = entry("free_completed", base + (4 << 20), 1 << 20) + entry("alloc", base + (6 << 20), 1 << 20)
+    return snapshot_pickle(body, segments=b"](" + seg + p_get(1) * 7 + b"e")
+
+
+def seed_shared_entry():
+    """one entry dict of many keys, referenced 32 times"""
+    extra = [(p_str("x%02d" % i), b"N") for i in range(16)]
+    return snapshot_pickle(entry("alloc", 1 << 21, 512, b"", extra) + MEMO + p_get(0) * 31)
+
+
+def seed_shared_pool_segments():
+    """segments of one private pool, its id and the segment shared through the memo"""
+    base = 1 << 33
+    pid = p_int(1) + p_int(7) + b"\x86" + MEMO
+    seg = p_dict([(p_str("device"), p_int(0)), (p_str("address"), p_int(base)), (p_str("total_size"), p_int(2 << 20)),
+                  (p_str("stream"), p_int(0)), (p_str("segment_type"), p_str("small")), (p_str("segment_pool_id"), pid),
+                  (p_str("blocks"), b"]")]) + MEMO
+    body = b"".join(entry("alloc", base + (i << 9), 512) + entry("free_completed", base + (i << 9), 512) for i in range(4))
+    return snapshot_pickle(body, segments=b"](" + seg + p_get(1) * 5 + b"e")
+
+
+SEEDS = {
+    "pickle": {"memo_shared_dict_index": seed_shared_dict_index, "memo_dict_grown_after_get": seed_dict_grown_after_get,
+               "memo_shared_frames": seed_shared_frames},
+    "snapshot": {"memo_shared_frames.pickle": seed_shared_frames,
+                 "memo_shared_segment_blocks.pickle": seed_shared_segment_blocks,
+                 "memo_shared_entry.pickle": seed_shared_entry,
+                 "memo_shared_pool_segments.pickle": seed_shared_pool_segments},
+}
+
+
+def write_seeds(root):
+    for corpus, seeds in SEEDS.items():
+        for name, fn in seeds.items():
+            with open(os.path.join(root, corpus, name), "wb") as f:
+                f.write(fn())
+
+
+# ---- checks of the output (None: as it should be) ----
+
+def replay_ends_with_a_block_freed(out):
+    try:
+        doc = json.loads(out)
+    except ValueError as e:
+        return "the output is not JSON: %s" % e
+    end = doc[-1]["stats"] if doc else {}
+    if end.get("allocation.all.allocated") != 1 or end.get("allocation.all.current") != 0:
+        return "the end's stats are not one allocation, freed: %r" % {k: v for k, v in end.items() if "allocation.all" in k}
+    return None
+
+
+def requests_are(out, n):
+    try:
+        got = json.loads(out)["snapshot"]["requests"]
+    except (ValueError, KeyError, TypeError) as e:
+        return "no snapshot.requests in the output: %s" % e
+    return None if got == n else "snapshot.requests is %r, want %d" % (got, n)
 
 
 # ---- running ----
@@ -139,41 +257,70 @@ def run_child(argv, out_path, rlimit_as=None, timeout=120):
 def cases(cli, d):
     f = lambda name: os.path.join(d, name)
     cs = [
-        # item 4: lookups in a dict shared through the memo
+        # lookups in a dict shared through the memo
         Case("dict_shared_replay", [cli, "replay", "--simulate", f("dict_shared.pickle")], 0, None, 1.5, 200,
              setup=lambda: dict_shared(f("dict_shared.pickle"))),
         Case("dict_shared_whatif", [cli, "whatif", "--config", "", "--json", f("dict_shared.pickle")], 0, None,
              1.5, 200, setup=lambda: dict_shared(f("dict_shared.pickle"))),
-        # item 6: an input size cap, and a read that fails cleanly when memory runs out
+        # an input size cap, and a read that fails cleanly when memory runs out
         Case("devzero_whatif", [cli, "whatif", "--max-input", "16MiB", "/dev/zero"], 1,
              "tcuda whatif: tcuda_whatif_file: /dev/zero: larger than the input cap of 16777216 bytes", 2, 100),
         Case("devzero_replay", [cli, "replay", "--simulate", "--max-input", "16MiB", "/dev/zero"], 1,
              "tcuda_replay_file_to: /dev/zero: larger than the input cap of 16777216 bytes", 2, 100),
         Case("devzero_viz", [cli, "viz", "--max-input", "16MiB", "/dev/zero"], 1,
              "tcuda viz: '/dev/zero': larger than the input cap of 16777216 bytes", 2, 100),
+        Case("cap_replay_snapshot", [cli, "replay", "--simulate", "--max-input", "100", f("capped.json")], 1,
+             "tcuda_replay_snapshot_to: %s: larger than the input cap of 100 bytes" % f("capped.json"), 2, 100,
+             setup=lambda: bom_json(f("capped.json"))),
+        Case("devzero_snapshot", [cli, "snapshot", "--trace", "/dev/zero", "--max-input", "16MiB"], 1,
+             "tcuda snapshot: trace '/dev/zero': larger than the input cap of 16777216 bytes", 2, 100),
+        # the readers' work budget: memo references count each time
+        Case("budget_whatif", [cli, "whatif", "--work-budget", "5000", f("fanout.pickle")], 1,
+             "the input needs more work than its budget of 5000 units", 2, 100,
+             setup=lambda: memo_fanout(f("fanout.pickle"))),
+        Case("budget_default_ok", [cli, "whatif", "--config", "", "--json", f("fanout.pickle")], 0, None, 2, 100,
+             setup=lambda: memo_fanout(f("fanout.pickle")), check=lambda out: requests_are(out, 0)),
         Case("default_cap", [cli, "whatif", f("sparse_big")], 1,
              "larger than the input cap of 1073741824 bytes (max_input_bytes, --max-input raises it)", 2, 100,
              setup=lambda: sparse(f("sparse_big"), (1 << 30) + 1)),
         Case("devzero_no_memory", [cli, "whatif", "--max-input", "64GiB", "/dev/zero"], 1,
              "tcuda_whatif_file: /dev/zero: host out of memory reading the file", 20, 1100, rlimit_as=1 << 30),
-        # item 13: messages name the file
+        # messages name the file
         Case("empty_named", [cli, "whatif", f("empty.pickle")], 1,
              "tcuda whatif: tcuda_whatif_file: %s: the file is empty" % f("empty.pickle"), 2, 100,
              setup=lambda: open(f("empty.pickle"), "wb").close()),
         Case("truncated_named", [cli, "replay", "--simulate", f("trunc.pickle")], 1,
              "tcuda_replay_snapshot_to: %s: pickle truncated" % f("trunc.pickle"), 2, 100,
              setup=lambda: open(f("trunc.pickle"), "wb").write(b"\x80\x04}\x8c\x05abc")),
+        # replay --simulate tells a JSON snapshot that starts with a BOM, as whatif does
+        Case("bom_replay", [cli, "replay", "--simulate", f("bom.json")], 0, None, 2, 100,
+             setup=lambda: bom_json(f("bom.json")), check=replay_ends_with_a_block_freed),
+        Case("bom_whatif", [cli, "whatif", "--config", "", "--json", f("bom.json")], 0, None, 2, 100,
+             setup=lambda: bom_json(f("bom.json")), check=lambda out: requests_are(out, 1)),
+        # names are compared with their lengths
+        Case("nul_action_json", [cli, "whatif", "--config", "", "--json", f("nul.json")], 0, None, 2, 100,
+             setup=lambda: nul_action(f("nul.json"), "alloc\0junk"), check=lambda out: requests_are(out, 0)),
+        Case("nul_action_pickle", [cli, "whatif", "--config", "", "--json", f("nul.pickle")], 0, None, 2, 100,
+             setup=lambda: nul_action_pickle(f("nul.pickle"), "alloc\0junk"), check=lambda out: requests_are(out, 0)),
+        Case("plain_action_pickle", [cli, "whatif", "--config", "", "--json", f("plain.pickle")], 0, None, 2, 100,
+             setup=lambda: nul_action_pickle(f("plain.pickle"), "alloc"), check=lambda out: requests_are(out, 1)),
     ]
     return cs
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--dir", required=True)
+    ap.add_argument("--cli")
+    ap.add_argument("--dir")
+    ap.add_argument("--seeds", metavar="CORPORA", help="write the memo-sharing seeds into CORPORA/{pickle,snapshot}")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("names", nargs="*")
     a = ap.parse_args()
+    if a.seeds:
+        write_seeds(a.seeds)
+        return 0
+    if not a.cli or not a.dir:
+        ap.error("--cli and --dir are needed to run the cases")
     all_cases = cases(a.cli, a.dir)
     if a.list:
         print("\n".join(c.name for c in all_cases))

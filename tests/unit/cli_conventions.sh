@@ -41,13 +41,34 @@ run 2 "option '--va' needs a value" replay --simulate --va
 run 2 "unknown command 'nosuch'" nosuch
 "$cli" --help | grep -q "^  2  bad usage" || bad "tcuda --help does not state the exit codes"
 
+# ---- an output file is replaced whole or not at all: a write that fails
+# (past a file-size limit, SIGXFSZ ignored) leaves the old file and no
+# temporary beside it; one that succeeds replaces it and leaves none ----
+snap=${TCUDA_TEST_DATA:?}/whatif/side_stream.pickle
+out_file() { # RC NAME ARGS...: the command writes "$tmp/o/NAME"; RC 1: under a 1 KiB file-size limit
+  local want=$1 name=$2 rc; shift 2
+  rm -rf "$tmp/o"; mkdir "$tmp/o"; printf 'OLD' > "$tmp/o/$name"
+  if [ "$want" = 1 ]; then ( trap '' XFSZ; ulimit -f 1; "$cli" "$@" > /dev/null 2> "$tmp/err" ); rc=$?
+  else "$cli" "$@" > /dev/null 2> "$tmp/err"; rc=$?; fi
+  [ $rc = "$want" ] || bad "tcuda $*: exit $rc, want $want: $(head -c 300 "$tmp/err")"
+  if [ "$want" = 1 ]; then [ "$(cat "$tmp/o/$name")" = OLD ] || bad "tcuda $*: a failed write replaced $name"
+  else [ "$(head -c 3 "$tmp/o/$name")" != OLD ] && [ -s "$tmp/o/$name" ] || bad "tcuda $*: $name not written"; fi
+  [ "$(ls -A "$tmp/o")" = "$name" ] || bad "tcuda $*: left $(ls -A "$tmp/o" | tr '\n' ' ')"
+}
+for want in 0 1; do
+  out_file $want page.html whatif --config "" --html "$tmp/o/page.html" "$snap"
+  out_file $want viz.html viz "$snap" -o "$tmp/o/viz.html"
+  out_file $want s.pickle snapshot --trace "$data/basic.trace" -o "$tmp/o/s.pickle"
+  out_file $want r.bin rand --cpu --dist uniform --dtype float32 -n 10000 --seed 1 --out "$tmp/o/r.bin"
+done
+
 # ---- replay: usage (2) against run-time (1) ----
 run 2 "more than one trace" replay --simulate "$data/basic.trace" "$data/basic.trace"
 run 2 "--device -1 is not a valid device index" replay --device -1 "$data/basic.trace"
 run 2 "--fraction 1.5" replay --simulate --fraction 1.5 "$data/basic.trace"
 run 2 "record_addresses" replay --simulate --record-addresses "$tmp/rec" "$data/basic.trace"
 printf 'a 1 100\nq\n' > "$tmp/bad.trace"
-run 1 "trace line 2: unknown op 'q'" replay --simulate "$tmp/bad.trace"
+run 1 "tcuda_replay_file_to: $tmp/bad.trace: trace line 2: unknown op 'q'" replay --simulate "$tmp/bad.trace"
 run 1 "nonexistent.trace: cannot open: " replay --simulate "$tmp/nonexistent.trace"
 printf '0x7f0000000000\n' > "$tmp/bad.addresses"
 run 1 "expected 'ADDR SIZE'" replay --simulate --addresses "$tmp/bad.addresses" "$data/basic.trace"

@@ -23,6 +23,15 @@ static void workspace_sizes(void) {
     CHECK(strstr(tcuda_last_error(), bad[i]) != NULL);
     CHECK_EQ_INT(b, 12345); /* untouched */
   }
+  /* each pair fits in 64 bits (2^64 - 1 KiB), their sum does not */
+  const char *big = ":18014398509481983:1:18014398509481983:1";
+  b = 12345;
+  CHECK_OK(tc_blas_workspace_size(big + 20, 9, 0, &b));
+  CHECK_EQ_INT(b, (size_t)18014398509481983ull * 1024);
+  b = 12345;
+  CHECK_ERR(tc_blas_workspace_size(big, 9, 0, &b), TCUDA_ERROR_CONFIG, "add up to more than 2^64 bytes");
+  CHECK(strstr(tcuda_last_error(), big) != NULL);
+  CHECK_EQ_INT(b, 12345);
 }
 
 static void handle_without_cuda(void) {

@@ -107,7 +107,7 @@ static void test_errors(void) {
   /* the callback's status stops the replay at once and comes back */
   sink k = {.fail_at = 2, .fail_with = TCUDA_ERROR_IO};
   CHECK_ERR(tcuda_replay_file_to(keep, &o, collect, &k), TCUDA_ERROR_IO,
-            "tcuda_replay_file_to: the output callback returned TCUDA_ERROR_IO");
+            ": the output callback returned TCUDA_ERROR_IO");
   CHECK_EQ_INT(k.calls, 2);
   free(k.p);
   /* a failure after output began: what was written is not closed */
