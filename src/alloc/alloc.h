@@ -1,6 +1,5 @@
-/* The caching allocator's internal contract: tc_alloc_* (the policy, whose
- * parts policy.h lists), the process's per-device allocators (api.c).
- * Event hooks: hooks.h.
+/* The caching allocator's internal contract: tc_alloc_* (the policy) and
+ * the process's per-device allocators (api.c). Event hooks: hooks.h.
  *
  * The policy is pure C: it includes no CUDA header and touches
  * device memory only through a tc_backend (backend.h). Its settings are a
@@ -8,6 +7,31 @@
  *
  * A stream key is the raw cudaStream_t value (0 = legacy default stream);
  * PyTorch orders free blocks by it.
+ *
+ * ---- the module's map: each part, its header, what it holds ----
+ * From the top down. A part's header includes only headers of parts below
+ * it, and a .c file calls only parts below it; lock.c reaches malloc.c's
+ * request runner through a function pointer set at creation.
+ *
+ *   api.c        alloc.h       the process's allocators, the public memory calls
+ *   malloc.c     alloc.h       malloc, free, empty_cache, create, config: torch's
+ *                              policy, joined by compact at compact.h's hook points
+ *   compact.c    compact.h     policy:compact: the budget's trim, next fit
+ *   pools.c      pools.h       pool pairs, graph private pools, captures
+ *   events.c     events.h      record_stream's events
+ *   expandable.c expandable.h  expandable segments: reservations mapped by page
+ *   block.c      block.h       block structs, segments, merge, free_block
+ *   freeset.c    freeset.h     free blocks by (stream, size, addr); the treap
+ *   stats.c      stats.h       the counters every part records, the trace;
+ *                              stats, resets, snapshot, block lookup (alloc.h)
+ *   blockmap.c   blockmap.h    allocated blocks by address (hash table)
+ *   lock.c       lock.h        the lock, combining of contended calls
+ *   (none)       types.h       the shared types, hot-path attributes
+ * and beside the policy:
+ *   config.c     config.h      TCUDA_ALLOC_CONF and its key table
+ *   backend_cuda.c, backend_sim.c  backend.h  the device: CUDA, or simulated
+ *   hooks.c      hooks.h       events for the layers above
+ *   host.c       host.h        the pinned host allocator
  */
 #ifndef TC_ALLOC_H
 #define TC_ALLOC_H

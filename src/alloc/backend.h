@@ -54,9 +54,13 @@ struct tc_backend {
 const tc_backend *tc_backend_cuda(void);
 
 /* ---- backend_sim.c ---- */
+/* The simulated device's memory unless told otherwise: an H200's, as
+ * cudaMemGetInfo reports it (replays, what-if and their tests use it). */
+#define TC_H200_CAPACITY 150109880320ULL
+
 typedef enum tc_sim_va { TC_SIM_VA_DRIVER = 0, TC_SIM_VA_ASCENDING = 1 } tc_sim_va;
 typedef struct tc_sim_options {
-  uint64_t capacity;          /* bytes; 0 means the H200's 150109880320 */
+  uint64_t capacity;          /* bytes; 0 means TC_H200_CAPACITY */
   tc_sim_va va;
   const char *addresses_path; /* optional: recorded "ADDR SIZE" lines, replayed in order */
   int streams_before_first_malloc; /* driver model: initial layout variant */

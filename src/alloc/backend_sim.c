@@ -11,6 +11,7 @@
  * this order matters for exactness. */
 #include "alloc/backend.h"
 #include "alloc/config.h"
+#include "core/table.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -20,7 +21,6 @@
 #define MIB ((uint64_t)1 << 20)
 #define UNIT (2 * MIB)
 #define CHUNK_ROUND (32 * MIB)
-#define H200_CAPACITY 150109880320ull
 /* The driver's first chunk. Its offset in 512 MiB matters (512 MiB-multiple
  * requests are aligned to 512 MiB) and differs from process to process on
  * the real driver; 64 MiB is the offset seen most often (4 of 15 runs). */
@@ -89,24 +89,13 @@ typedef struct sim {
   size_t nsdone, capsdone;
 } sim;
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return 1;
-  size_t c = *cap ? *cap : 8;
-  while (c < need) c *= 2;
-  void *n = realloc(*p, c * elem);
-  if (!n) return 0;
-  *p = n;
-  *cap = c;
-  return 1;
-}
-
 static tcuda_status host_oom(void) { return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "sim: out of host memory"); }
 
 /* ---- chunks ---- */
 
 static sim_chunk *chunk_add(sim *s, uint64_t base, uint64_t size, int permanent) {
-  if (!grow((void **)&s->chunks, &s->capchunks, s->nchunks + 1, sizeof *s->chunks) ||
-      !grow((void **)&s->byage, &s->capbyage, s->nchunks + 1, sizeof *s->byage))
+  if (!tc_grow((void **)&s->chunks, &s->capchunks, s->nchunks + 1, sizeof *s->chunks) ||
+      !tc_grow((void **)&s->byage, &s->capbyage, s->nchunks + 1, sizeof *s->byage))
     return NULL;
   sim_chunk *c = (sim_chunk *)calloc(1, sizeof *c);
   if (!c || !(c->used = (uint8_t *)calloc(size / UNIT ? size / UNIT : 1, 1))) {
@@ -244,7 +233,7 @@ static tcuda_status sim_segment_alloc(void *ctx, int device, uint64_t size, uint
     st = TCUDA_ERROR_OUT_OF_MEMORY; /* the policy writes the OOM message */
     goto out;
   }
-  if (!grow((void **)&s->live, &s->caplive, s->nlive + 1, sizeof *s->live)) {
+  if (!tc_grow((void **)&s->live, &s->caplive, s->nlive + 1, sizeof *s->live)) {
     st = host_oom();
     goto out;
   }
@@ -339,7 +328,7 @@ static tcuda_status sim_va_reserve(void *ctx, int device, uint64_t size, uint64_
   pthread_mutex_lock(&s->mu);
   tcuda_status st = TCUDA_SUCCESS;
   uint8_t *pmap = NULL;
-  if (!grow((void **)&s->res, &s->capres, s->nres + 1, sizeof *s->res) ||
+  if (!tc_grow((void **)&s->res, &s->capres, s->nres + 1, sizeof *s->res) ||
       !(pmap = (uint8_t *)calloc((size + UNIT - 1) / UNIT, 1))) {
     st = host_oom();
   } else {
@@ -484,7 +473,7 @@ static tcuda_status sim_stream_synchronize(void *ctx, int device, uint64_t strea
   while (i < s->nsdone && s->sdone[i].stream != stream) i++;
   tcuda_status st = TCUDA_SUCCESS;
   if (i == s->nsdone) {
-    if (grow((void **)&s->sdone, &s->capsdone, s->nsdone + 1, sizeof *s->sdone))
+    if (tc_grow((void **)&s->sdone, &s->capsdone, s->nsdone + 1, sizeof *s->sdone))
       s->sdone[s->nsdone++] = (sim_sdone){stream, 0};
     else
       st = host_oom();
@@ -558,7 +547,7 @@ static tcuda_status load_addresses(sim *s, const char *path) {
                     tc_printable(line, shown, sizeof shown));
       break;
     }
-    if (!grow((void **)&s->rec, &cap, s->nrec + 1, sizeof *s->rec)) {
+    if (!tc_grow((void **)&s->rec, &cap, s->nrec + 1, sizeof *s->rec)) {
       st = host_oom();
       break;
     }
@@ -606,7 +595,7 @@ tcuda_status tc_backend_sim_create(const tc_sim_options *opt, tc_backend **out) 
                        sim_va_release,  sim_map,   sim_unmap,         sim_event_record,      sim_event_query,
                        sim_event_synchronize, sim_event_release, sim_stream_synchronize, sim_device_synchronize,
                        sim_mem_info,          NULL,              NULL};
-  s->capacity = opt && opt->capacity ? opt->capacity : H200_CAPACITY;
+  s->capacity = opt && opt->capacity ? opt->capacity : TC_H200_CAPACITY;
   s->va = opt ? opt->va : TC_SIM_VA_DRIVER;
   s->asc_next = ASC_BASE;
   tcuda_status st = TCUDA_SUCCESS;
@@ -675,7 +664,7 @@ tcuda_status tc_backend_sim_place_next(tc_backend *be, uint64_t addr, uint64_t s
     st = TCUDA_ERROR_INVALID_STATE;
   } else if (s->rec_pos < s->nrec) {
     st = TCUDA_ERROR_INVALID_STATE; /* a file's recorded addresses are still in use */
-  } else if (!grow((void **)&s->rec, &cap, s->nrec + 1, sizeof *s->rec)) {
+  } else if (!tc_grow((void **)&s->rec, &cap, s->nrec + 1, sizeof *s->rec)) {
     st = TCUDA_ERROR_HOST_OUT_OF_MEMORY;
   } else {
     s->rec[s->nrec++] = (sim_range){addr, size};

@@ -1,8 +1,8 @@
 /* The policy's lowest layer: block structs (slabs and their free list),
  * segments (the allocator's list and address range), and torch's
  * free_block and release_block, which malloc.c, events.c, pools.c and
- * expandable.c all use. It calls no part above it (see policy.h). */
-#include "alloc/policy.h"
+ * expandable.c all use. It calls no part above it (alloc.h has the map). */
+#include "alloc/block.h"
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -94,6 +94,7 @@ tcuda_status tc_release_block(tc_alloc *a, tc_block *b) {
   arr_dec(a->st.reserved_bytes, pool->pidx, (int64_t)b->size);
   if (b->size >= a->cfg.max_split_size) st_dec(&a->st.oversize_segments, 1);
   bs_erase(b);
+  forget_block(a, b);
   tc_seg_unlink_free(a, b->seg);
   del_block(a, b);
   return TCUDA_SUCCESS;

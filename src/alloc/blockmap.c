@@ -1,7 +1,5 @@
-/* The block map: allocated blocks by address, in an open-addressing hash
- * table with linear probing. Lookups, puts and deletes are static inline
- * in policy.h (the cached malloc/free path runs them); the rebuild is here. */
-#include "alloc/policy.h"
+/* The block map's rebuild; the rest of it is static inline in blockmap.h. */
+#include "alloc/blockmap.h"
 #include <stdlib.h>
 
 /* Rebuild without tombstones, at twice the size when the live entries

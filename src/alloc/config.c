@@ -87,7 +87,6 @@ static int parse_double(const char *s, double *out) {
 }
 
 static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
-static unsigned log2_floor(uint64_t v) { return 63u - (unsigned)__builtin_clzll(v); }
 
 /* The value token after "key:"; i points at the key. */
 static tcuda_status value_at(const char *src, const tokens *t, size_t *i, const char *key) {
@@ -154,7 +153,7 @@ static tcuda_status parse_roundup(const char *src, const tokens *t, size_t *i, c
       if (!parse_u64(k, &mb) || !is_pow2(mb))
         return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: interval must be a power of 2 (MB) or '>', got '%s'", src,
                         key, k);
-      unsigned idx = log2_floor(mb);
+      unsigned idx = tc_log2_floor(mb);
       if (idx > TC_ROUNDUP_SLOTS - 1) idx = TC_ROUNDUP_SLOTS - 1;
       if (first) {
         for (unsigned x = 0; x < idx; x++) div[x] = (unsigned)v;

@@ -18,6 +18,9 @@
 #define TC_ROUND_LARGE ((uint64_t)2 << 20)
 #define TC_ROUNDUP_SLOTS 16
 
+/* floor(log2(v)), v > 0: the power-of-two interval of a size */
+static inline unsigned tc_log2_floor(uint64_t v) { return 63u - (unsigned)__builtin_clzll(v); }
+
 typedef struct tc_alloc_config {
   uint64_t max_split_size;               /* UINT64_MAX when unset */
   uint64_t max_non_split_rounding_size;  /* default TC_LARGE_BUFFER */
@@ -86,7 +89,7 @@ typedef enum tc_config_kind {
   TC_KEY_POLICY     /* int, TC_POLICY_*, written by name */
 } tc_config_kind;
 
-/* The policy key's values (docs/allocator.md, "The compact policy"). */
+/* The policy key's values (docs/compact.md). */
 enum { TC_POLICY_TORCH = 0, TC_POLICY_COMPACT = 1 };
 
 typedef struct tc_config_key {

@@ -2,7 +2,10 @@
  * event recorded on each of them, and goes back to the free set once they
  * have all completed (torch's insert_events and process_events). Under a
  * capture the events wait too: recording one could land in the graph. */
-#include "alloc/policy.h"
+#include "alloc/events.h"
+#include "alloc/block.h"
+#include "alloc/blockmap.h"
+#include "alloc/lock.h"
 #include <stdlib.h>
 #include <string.h>
 

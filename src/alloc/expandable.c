@@ -2,19 +2,13 @@
  * reservation of address space larger than the device, whose pages are
  * mapped as blocks need them and unmapped when the cache is emptied.
  * torch's try_allocate_expandable_block, map_block and unmap_block.
- *
- * The compact policy (policy:compact) runs on the same segments with
- * 2 MiB pages in both pools, and gives free pages back anywhere in a
- * segment, not only on empty_cache: before a mapping would take reserved
- * memory past its budget (compact_trim). docs/allocator.md, "The compact
- * policy", has the design and its trade-offs. */
-#include "alloc/policy.h"
+ * The compact policy (compact.c) runs on the same segments. */
+#include "alloc/expandable.h"
+#include "alloc/block.h"
+#include "alloc/freeset.h"
+#include "alloc/stats.h"
 #include <stdlib.h>
 #include <string.h>
-
-static inline int allocatable(const tc_block *b) {
-  return b && !b->allocated && b->event_count == 0 && b->nuses == 0;
-}
 
 static int has_space(const tc_block *b, uint64_t size) {
   uint64_t bytes = 0;
@@ -64,14 +58,13 @@ static int map_block(tc_alloc *a, tc_block *to_map, uint64_t size, tcuda_status 
 /* The lowest address, in an existing (stream, pool) segment, where free plus
  * unmapped space fits `size`; a new VA reservation when none does. */
 static tc_block *find_expandable_block(tc_alloc *a, tc_pool *pool, uint64_t stream, uint64_t size,
-                                       tcuda_status *err) {
+                                       uint64_t page, tcuda_status *err) {
   for (tc_block *c = lower_bound(&pool->unmapped, stream, 0, 0); c && c->stream == stream; c = tree_next(c)) {
     const tc_block *cand = allocatable(c->prev) ? c->prev : c;
     if (has_space(cand, size)) return (tc_block *)cand;
   }
   tcuda_status s = reserve_blocks(a, 1);
   if (s) return *err = s, NULL;
-  uint64_t page = pool->is_small || a->cfg.policy == TC_POLICY_COMPACT ? TC_SMALL_BUFFER : TC_LARGE_BUFFER;
   uint64_t total = a->total_memory;
   uint64_t npages = (total + total / 8 + page - 1) / page;
   if (!npages) npages = 1;
@@ -111,132 +104,10 @@ static tc_block *find_expandable_block(tc_alloc *a, tc_pool *pool, uint64_t stre
   return b;
 }
 
-/* The compact policy's budget for reserved bytes: the issue's bound,
- * max(1.10 x, + 4 MiB) over the highest allocated total seen, counting the
- * request about to be served. reset_peak_memory_stats does not lower it. */
-static uint64_t compact_budget(tc_alloc *a, uint64_t size) {
-  uint64_t hw = a->compact_hw;
-  uint64_t peak = (uint64_t)a->st.allocated_bytes[TCUDA_STAT_ALL].peak;
-  uint64_t now = (uint64_t)a->st.allocated_bytes[TCUDA_STAT_ALL].current + size;
-  if (peak > hw) a->compact_hw = hw = peak;
-  /* the request counts for this call only: one past a memory fraction's
-   * limit fails, and must not raise every later call's budget past the
-   * bound of what was really allocated */
-  if (now > hw) hw = now;
-  uint64_t tenth = hw / 10, floor = (uint64_t)4 << 20;
-  return hw + (tenth > floor ? tenth : floor);
-}
-
-#define TRIM_ROUND 64
-
-static tc_block *tree_last(const tc_tree *t) {
-  tc_block *b = t->root;
-  if (b) while (b->tr) b = b->tr;
-  return b;
-}
-
-/* Up to TRIM_ROUND free blocks with whole pages in the default pools'
- * segments, from the highest address down, until their pages add up to
- * `want`; adds them to *found. From the top, because placement fills the
- * lowest addresses first: pages there are the ones the next requests
- * reuse, and giving back the largest blocks instead moved many times more
- * pages on a churn (docs/allocator.md). Each segment ends in an unmapped
- * block, and a walk down from each unmapped block stops at the next one,
- * so every block is visited at most once. */
-static size_t trim_pick(tc_alloc *a, tc_block **pick, uint64_t want, uint64_t *found) {
-  size_t n = 0;
-  tc_pool *pools[2] = {&a->large, &a->small};
-  for (int k = 0; k < 2 && *found < want; k++) {
-    for (tc_block *c = tree_last(&pools[k]->unmapped); c && *found < want && n < TRIM_ROUND; c = tree_prev(c)) {
-      for (tc_block *b = c->prev; b && b->mapped && *found < want && n < TRIM_ROUND; b = b->prev) {
-        if (!allocatable(b)) continue;
-        tc_seg *seg = b->seg;
-        uint64_t off = b->addr - seg->addr;
-        uint64_t begin = (off + seg->page - 1) / seg->page, end = (off + b->size) / seg->page;
-        if (begin >= end) continue;
-        pick[n++] = b;
-        *found += (end - begin) * seg->page;
-      }
-    }
-  }
-  return n;
-}
-
-/* Compact policy: before mapping for a request of `size` bytes (rounded)
- * into `pool`, unmap free whole pages of the default pools, highest
- * addresses first, until reserved plus its pages fits the budget and the
- * memory fraction's limit. A private pool keeps its pages: a captured graph
- * still addresses the blocks it freed. The device is synchronized once,
- * before the first unmap: a freed block may still be in use by kernels
- * queued on its stream, and that stream may have been destroyed since the
- * free (torch's expandable segments sync the segment's stream, but only on
- * empty_cache; a trim can come on any miss). */
-tcuda_status tc_compact_trim(tc_alloc *a, const tc_pool *pool, uint64_t size) {
-  if (pool->owner || capturing(a)) return TCUDA_SUCCESS; /* no sync under capture */
-  uint64_t need = (size + TC_SMALL_BUFFER - 1) / TC_SMALL_BUFFER * TC_SMALL_BUFFER;
-  uint64_t budget = compact_budget(a, size);
-  if (a->has_allowed && a->allowed_max < budget) budget = a->allowed_max;
-  if (a->total_allocated + need <= budget) return TCUDA_SUCCESS;
-  uint64_t excess = a->total_allocated + need - budget, found = 0, given = 0;
-  size_t n = TRIM_ROUND;
-  int synced = 0;
-  /* in rounds: an unmap changes the free set, so each round picks afresh */
-  while (n == TRIM_ROUND && found < excess) {
-    tc_block *pick[TRIM_ROUND];
-    n = trim_pick(a, pick, excess, &found);
-    for (size_t i = 0; i < n && given < excess; i++) {
-      if (!synced) {
-        tcuda_status s = a->be->device_synchronize(a->be->ctx, a->device);
-        if (s) return s;
-        synced = 1;
-      }
-      /* one unmap's splits and merges touch only that block's neighbours,
-       * never another pick: two free mapped blocks are never adjacent */
-      uint64_t before = a->total_allocated;
-      tcuda_status s = tc_unmap_block(a, pick[i], TC_UNMAP_KEEP, excess - given);
-      if (s) return s;
-      given += before - a->total_allocated;
-    }
-  }
-  /* a trim while the budget's base stays put: the layout itself churns */
-  if (given) {
-    if (a->compact_hw == a->trim_hw && a->steady_trims < TC_NEXT_FIT_TRIMS) a->steady_trims++;
-    a->trim_hw = a->compact_hw;
-  }
-  return TCUDA_SUCCESS;
-}
-
-#define NEXT_FIT_WALK 16
-
-/* Next fit: the first free mapped block that fits, walking by address
- * from the rover, wrapping once at the segment's end; a walk that finds
- * none leaves the rover where it stopped, so the next one goes on from
- * there. Caches grown by copy free their blocks in the order they were
- * made; next fit then keeps the free space in one run that moves through
- * the segment like a ring, where best fit leaves holes each slightly too
- * small for the next, larger copy (docs/allocator.md). */
-tc_block *tc_compact_next_fit(tc_alloc *a, const tc_pool *pool, uint64_t stream, uint64_t size) {
-  tc_block *r = a->rover, *b = r;
-  if (!r || r->pool != pool || r->stream != stream) return NULL;
-  int wrapped = 0;
-  uint64_t msp = a->cfg.max_split_size, cap = size >= msp ? size + a->cfg.max_non_split_rounding_size : msp;
-  for (int i = 0; i < NEXT_FIT_WALK; i++) {
-    if (b->mapped && allocatable(b) && b->size >= size && b->size < cap) return b; /* max_split_size's rules too */
-    if (!(b = b->next)) {
-      if (wrapped) return NULL;
-      wrapped = 1;
-      b = r->seg->head;
-    }
-    if (b == r) return NULL;
-  }
-  a->rover = b;
-  return NULL;
-}
-
-int tc_try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, uint64_t size, tc_block **out,
-                                   tcuda_status *err) {
+int tc_try_allocate_expandable(tc_alloc *a, tc_pool *pool, uint64_t stream, uint64_t size, uint64_t page,
+                               tc_block **out, tcuda_status *err) {
   tcuda_status s = TCUDA_SUCCESS;
-  tc_block *c = find_expandable_block(a, pool, stream, size, &s);
+  tc_block *c = find_expandable_block(a, pool, stream, size, page, &s);
   if (!c) return *err = s, -1;
   if (!c->mapped) {
     int r = map_block(a, c, c->size < size ? c->size : size, err);
@@ -309,7 +180,7 @@ tcuda_status tc_release_expandable_segment(tc_alloc *a, tc_block *b) {
   tcuda_status s = a->be->va_release(a->be->ctx, a->device, seg->addr, seg->size);
   if (s) return s;
   if (b->pool->owner) b->pool->owner->nsegs--;
-  if (a->rover == b) a->rover = NULL;
+  forget_block(a, b);
   tree_erase(&b->pool->unmapped, b);
   tc_seg_unlink_free(a, seg);
   del_block(a, b);

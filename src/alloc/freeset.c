@@ -1,21 +1,13 @@
 /* The free-block sets: per pool, the free blocks ordered by (stream, size,
  * addr) as torch's std::set, in size buckets of treaps behind a bitmap; and
  * the treap itself, which also orders a pool's unmapped expandable blocks by
- * (stream, addr). What the cached malloc/free path calls is in policy.h;
+ * (stream, addr). What the cached malloc/free path calls is in freeset.h;
  * the walks, set growth and the self check are here. */
-#include "alloc/policy.h"
+#include "alloc/freeset.h"
+#include "alloc/lock.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ------------------------------------------------------------------ */
-/* treap                                                                */
-
-static tc_block *tree_last(const tc_tree *t) {
-  tc_block *b = t->root;
-  if (b) while (b->tr) b = b->tr;
-  return b;
-}
 
 /* ------------------------------------------------------------------ */
 /* free-block sets                                                      */

@@ -10,6 +10,7 @@
  * former; we track the exact peak. */
 #include "host.h"
 #include "core/core.h"
+#include "core/table.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,14 +26,13 @@ typedef struct hblock {
   tcuda_stream_t *streams; /* streams used besides the allocating one */
   int nstreams, capstreams;
   struct hblock *next_free; /* LIFO free list of its bucket */
-  struct hblock *hnext;     /* hash chain */
 } hblock;
 
 typedef struct pending { void *event; hblock *block; } pending;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static hblock **g_table;
-static size_t g_table_cap, g_nblocks;
+static tc_u64map g_table; /* ptr -> hblock */
+static size_t g_nblocks;
 static hblock *g_free[NBUCKETS];
 static pending *g_events; /* FIFO ring */
 static size_t g_ev_head, g_ev_len, g_ev_cap;
@@ -116,42 +116,19 @@ static int64_t now_us(void) {
   return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
 }
 static unsigned bucket_of(size_t pow2) { return (unsigned)__builtin_ctzll(pow2); }
-static size_t hash_ptr(const void *p, size_t cap) { return ((uintptr_t)p >> 12) * 0x9E3779B97F4A7C15ull >> 7 & (cap - 1); }
-
 static hblock *find_block(const void *ptr) {
-  if (!g_table_cap) return NULL;
-  for (hblock *b = g_table[hash_ptr(ptr, g_table_cap)]; b; b = b->hnext)
-    if (b->ptr == ptr) return b;
-  return NULL;
+  const uint64_t *v = tc_u64map_get(&g_table, (uint64_t)(uintptr_t)ptr);
+  return v ? (hblock *)(uintptr_t)*v : NULL;
 }
 
 static int table_insert(hblock *b) {
-  if ((g_nblocks + 1) * 2 > g_table_cap) {
-    size_t cap = g_table_cap ? g_table_cap * 2 : 64;
-    hblock **t = calloc(cap, sizeof *t);
-    if (!t) return -1;
-    for (size_t i = 0; i < g_table_cap; i++)
-      for (hblock *x = g_table[i], *n; x; x = n) {
-        n = x->hnext;
-        size_t h = hash_ptr(x->ptr, cap);
-        x->hnext = t[h];
-        t[h] = x;
-      }
-    free(g_table);
-    g_table = t;
-    g_table_cap = cap;
-  }
-  size_t h = hash_ptr(b->ptr, g_table_cap);
-  b->hnext = g_table[h];
-  g_table[h] = b;
+  if (!tc_u64map_put(&g_table, (uint64_t)(uintptr_t)b->ptr, (uint64_t)(uintptr_t)b)) return -1;
   g_nblocks++;
   return 0;
 }
 
 static void table_remove(hblock *b) {
-  hblock **pp = &g_table[hash_ptr(b->ptr, g_table_cap)];
-  while (*pp != b) pp = &(*pp)->hnext;
-  *pp = b->hnext;
+  tc_u64map_del(&g_table, (uint64_t)(uintptr_t)b->ptr);
   g_nblocks--;
 }
 

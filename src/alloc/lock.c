@@ -1,6 +1,6 @@
 /* The allocator's lock, and combining: under contention the lock holder
  * runs other threads' published requests (see below). */
-#include "alloc/policy.h"
+#include "alloc/lock.h"
 #include <sched.h>
 #ifdef __linux__
 #include <linux/futex.h>

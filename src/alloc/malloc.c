@@ -1,13 +1,22 @@
 /* The caching allocator engine: PyTorch's DeviceCachingAllocator decisions
  * and statistics, in pure C over a tc_backend. This file holds the core:
  * sizes, malloc (split, garbage collection, the OOM retry), free,
- * empty_cache, create and destroy. It is the top layer: it calls the other
- * parts and none of them calls it. policy.h lists the data structures and
- * the other parts. Where the code says "torch", it mirrors
- * c10/cuda/CUDACachingAllocator.cpp (2.9-2.11) as described in
+ * empty_cache, create, destroy and the config. It is torch's policy; the
+ * compact policy joins it at the hook points of compact.h. It is the top
+ * layer: it calls the other parts and none of them calls it. alloc.h maps
+ * the parts, types.h the data structures. Where the code says "torch", it
+ * mirrors c10/cuda/CUDACachingAllocator.cpp (2.9-2.11) as described in
  * docs/allocator.md. */
 #include "core/annotate.h"
-#include "alloc/policy.h"
+#include "alloc/block.h"
+#include "alloc/blockmap.h"
+#include "alloc/compact.h"
+#include "alloc/events.h"
+#include "alloc/expandable.h"
+#include "alloc/freeset.h"
+#include "alloc/lock.h"
+#include "alloc/pools.h"
+#include "alloc/stats.h"
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,8 +29,8 @@
 
 static uint64_t next_division(uint64_t size, uint64_t divisions) {
   if (!(size & (size - 1))) return size;
-  uint64_t floor2 = (uint64_t)1 << log2_floor(size);
-  uint64_t step = floor2 >> log2_floor(divisions);
+  uint64_t floor2 = (uint64_t)1 << tc_log2_floor(size);
+  uint64_t step = floor2 >> tc_log2_floor(divisions);
   if (step == 0) return floor2 << 1;
   uint64_t down = size & ~(step - 1);
   return down == size ? size : down + step;
@@ -29,7 +38,7 @@ static uint64_t next_division(uint64_t size, uint64_t divisions) {
 
 static inline uint64_t round_size(const tc_alloc_config *cfg, uint64_t size) {
   if (size < TC_MIN_BLOCK_SIZE) return TC_MIN_BLOCK_SIZE;
-  int idx = (int)log2_floor(size) - 20; /* slots start at 1 MiB */
+  int idx = (int)tc_log2_floor(size) - 20; /* slots start at 1 MiB */
   if (idx < 0) idx = 0;
   if (idx > TC_ROUNDUP_SLOTS - 1) idx = TC_ROUNDUP_SLOTS - 1;
   uint64_t d = cfg->roundup_power2_divisions[idx];
@@ -67,7 +76,7 @@ typedef struct params {
 static inline void params_init(tc_alloc *a, params *p, uint64_t orig, uint64_t stream) {
   p->size = round_size(&a->cfg, orig);
   p->stream = stream;
-  p->pool = p->size <= TC_SMALL_SIZE ? a->small_route : &a->large;
+  p->pool = tc_compact_route(a, &a->small, &a->large, p->size);
   p->block = NULL;
   p->in_tree = 0;
 }
@@ -75,21 +84,15 @@ static inline void params_init(tc_alloc *a, params *p, uint64_t orig, uint64_t s
 HOT_INLINE int get_free_block(tc_alloc *a, params *p) {
   tc_pool *pool = p->pool;
   if (a->has_allowed && a->cfg.garbage_collection_threshold > 0) pool->gc_calls++;
-  if (a->steady_trims >= TC_NEXT_FIT_TRIMS && p->size >= TC_NEXT_FIT_MIN && !pool->owner &&
-      a->cfg.policy == TC_POLICY_COMPACT) {
-    tc_block *nf = tc_compact_next_fit(a, pool, p->stream, p->size);
-    if (nf) {
-      p->block = nf;
-      p->in_tree = 1;
-      a->rover = nf;
-      return 1;
-    }
+  tc_block *nf = tc_compact_pick(a, pool, p->stream, p->size);
+  if (nf) {
+    p->block = nf;
+    p->in_tree = 1;
+    return 1;
   }
   tc_block *it = bs_lower_bound(&pool->blocks, p->stream, p->size, 0);
   if (!it || it->stream != p->stream) return 0;
-  /* compact: plain best fit, and the hit path of fixed segments (its blocks
-   * are fully mapped, and it gives back pages by its budget instead) */
-  int grow = it->seg->expandable && a->cfg.policy != TC_POLICY_COMPACT;
+  int grow = it->seg->expandable && !tc_compact_fixed_hits(a);
   if (grow) {
     if (vmm_segments(a)) {
       /* Best fit by the size a block can grow to, not its mapped size. */
@@ -155,26 +158,22 @@ static tcuda_status garbage_collect(tc_alloc *a) {
 static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) {
   if (is_retry) a->st.num_alloc_retries++;
   uint64_t size = tc_alloc_segment_size(p->size); /* only on a miss: not in params_init */
-  if (a->cfg.policy == TC_POLICY_COMPACT) { /* maps whole 2 MiB pages, at most the request's */
-    size = (p->size + TC_SMALL_BUFFER - 1) / TC_SMALL_BUFFER * TC_SMALL_BUFFER;
-    tcuda_status s = tc_compact_trim(a, p->pool, p->size);
-    if (s) return *err = s, -1;
-  }
+  tcuda_status s = tc_compact_before_map(a, p->pool, p->size, &size);
+  if (s) return *err = s, -1;
   if (a->has_allowed && a->total_allocated + size > a->allowed_max) {
     if (a->be->release_kept) a->be->release_kept(a->be->ctx, a->device);
     return 0;
   }
   if (vmm_segments(a)) {
-    int r = tc_try_allocate_expandable(a, p->pool, p->stream, p->size, &p->block, err);
-    /* pages the trim kept and the mapping did not take go back now, so
-     * that reserved_bytes stays the physical memory held */
-    if (a->cfg.policy == TC_POLICY_COMPACT && a->be->release_kept) a->be->release_kept(a->be->ctx, a->device);
+    uint64_t page = tc_compact_page(a, p->pool);
+    int r = tc_try_allocate_expandable(a, p->pool, p->stream, p->size, page, &p->block, err);
+    tc_compact_after_map(a, p->pool, p->size, r, p->block);
     return r;
   }
   tc_seg *seg = (tc_seg *)calloc(1, sizeof *seg);
   if (!seg) return *err = host_oom(), -1;
   uint64_t addr = 0;
-  tcuda_status s = tc_bs_reserve(&p->pool->blocks, p->stream, &seg->bs);
+  s = tc_bs_reserve(&p->pool->blocks, p->stream, &seg->bs);
   if (s) {
     free(seg);
     return *err = s, -1;
@@ -327,15 +326,12 @@ static tcuda_status oom(tc_alloc *a, const params *p) {
   int64_t ab = a->st.allocated_bytes[TCUDA_STAT_ALL].current, rb = a->st.reserved_bytes[TCUDA_STAT_ALL].current;
   format_size(alloc, sizeof alloc, (uint64_t)ab);
   format_size(unalloc, sizeof unalloc, (uint64_t)(rb - ab));
-  /* torch's advice, except under compact, whose OOM sequence has already
-   * given back every free page it may (outside a capture) */
-  const char *advice = a->cfg.policy == TC_POLICY_COMPACT
-                           ? "The compact policy gives free pages back before an OOM (outside a graph capture), so "
-                             "the live blocks themselves do not fit.  See docs/allocator.md (The compact policy)"
-                           : "If reserved but unallocated memory is large try setting "
-                             "TCUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation "
-                             "for Memory Management  (https://docs.pytorch.org/docs/stable/notes/"
-                             "cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)";
+  const char *advice = tc_compact_oom_advice(a);
+  if (!advice)
+    advice = "If reserved but unallocated memory is large try setting "
+             "TCUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation "
+             "for Memory Management  (https://docs.pytorch.org/docs/stable/notes/"
+             "cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)";
   return tc_error(TCUDA_ERROR_OUT_OF_MEMORY,
                   "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is free. "
                   "%sOf the allocated memory %s is allocated by tcuda, and %s is reserved by tcuda but unallocated. %s",
@@ -347,8 +343,7 @@ static tcuda_status oom(tc_alloc *a, const params *p) {
 static tc_pool *capture_pool(tc_alloc *a, uint64_t size, uint64_t stream) {
   for (size_t i = (size_t)atomic_load_explicit(&a->ncaps, memory_order_relaxed); i-- > 0;)
     if (a->caps[i].fn(a->caps[i].ctx, stream))
-      return size <= TC_SMALL_SIZE && a->cfg.policy != TC_POLICY_COMPACT ? &a->caps[i].pool->small
-                                                                         : &a->caps[i].pool->large;
+      return tc_compact_route(a, &a->caps[i].pool->small, &a->caps[i].pool->large, size);
   return NULL;
 }
 
@@ -386,11 +381,7 @@ HOT_INLINE tcuda_status malloc_locked(tc_alloc *a, uint64_t orig, uint64_t strea
     tc_pool *pp = capture_pool(a, p.size, stream);
     if (pp) p.pool = pp;
   }
-  if (!get_free_block(a, &p)) {
-    if ((s = malloc_miss(a, &p, cap))) return s;
-    /* compact: a large miss seeds the rover, next fit goes on after it */
-    if (a->cfg.policy == TC_POLICY_COMPACT && p.size >= TC_NEXT_FIT_MIN && !p.pool->owner) a->rover = p.block;
-  }
+  if (!get_free_block(a, &p) && (s = malloc_miss(a, &p, cap))) return s;
   tc_block *b = alloc_found_block(a, &p, orig, should_split(a, p.block, p.size));
   *addr = b->addr;
   return TCUDA_SUCCESS;
@@ -506,7 +497,7 @@ tcuda_status tc_alloc_empty_cache(tc_alloc *a) {
 }
 
 /* ------------------------------------------------------------------ */
-/* create / destroy                                                     */
+/* create / destroy, the config                                         */
 
 tcuda_status tc_alloc_create(int device, const tc_backend *be, const tc_alloc_config *cfg, uint64_t total_memory,
                              tc_alloc **out) {
@@ -532,7 +523,7 @@ tcuda_status tc_alloc_create(int device, const tc_backend *be, const tc_alloc_co
   else tc_alloc_config_default(&a->cfg);
   a->total_memory = total_memory;
   tc_pools_init(&a->small, &a->large, NULL);
-  a->small_route = a->cfg.policy == TC_POLICY_COMPACT ? &a->large : &a->small;
+  tc_compact_on_config(a);
   a->rng = 0x2545F4914F6CDD1Dull ^ ((uint64_t)(uintptr_t)a << 1);
   atomic_store(&a->va_lo, UINT64_MAX);
   /* without the slots every call simply takes the lock */
@@ -592,4 +583,17 @@ void tc_alloc_destroy(tc_alloc *a) {
   free(a->ht);
   free(a->reqs);
   free(a);
+}
+
+void tc_alloc_set_config(tc_alloc *a, const tc_alloc_config *cfg) {
+  lk_lock(&a->mu);
+  a->cfg = *cfg;
+  tc_compact_on_config(a);
+  lk_unlock(&a->mu);
+}
+
+void tc_alloc_get_config(tc_alloc *a, tc_alloc_config *out) {
+  lk_lock(&a->mu);
+  *out = a->cfg;
+  lk_unlock(&a->mu);
 }

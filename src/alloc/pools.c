@@ -1,7 +1,11 @@
 /* The pools: a small/large pair per allocator, and CUDA graphs' private
  * pools (torch's PrivatePool, beginAllocateToPool & co.), which hold a
  * graph's memory and route a capture's allocations into it. */
-#include "alloc/policy.h"
+#include "alloc/pools.h"
+#include "alloc/block.h"
+#include "alloc/expandable.h"
+#include "alloc/freeset.h"
+#include "alloc/lock.h"
 #include <stdlib.h>
 #include <string.h>
 

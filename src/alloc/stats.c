@@ -1,11 +1,14 @@
 /* The allocator seen from outside: statistics and their resets, the memory
- * fraction, config and trace settings, the snapshot and the block lookup.
- * Each call takes the lock once; none is on the malloc/free path. */
-#include "alloc/policy.h"
+ * fraction and trace settings, the snapshot and the block lookup. Each
+ * call takes the lock once; none is on the malloc/free path. The counters
+ * themselves are updated by every part, through stats.h. */
+#include "alloc/stats.h"
+#include "alloc/blockmap.h"
+#include "alloc/lock.h"
 #include <stdlib.h>
 
 /* ------------------------------------------------------------------ */
-/* stats, fraction, config                                              */
+/* stats, fraction, trace                                               */
 
 void tc_alloc_get_stats(tc_alloc *a, tcuda_memory_stats_t *out) {
   lk_lock(&a->mu);
@@ -56,22 +59,6 @@ double tc_alloc_get_memory_fraction(tc_alloc *a) {
   double f = a->has_allowed && a->total_memory ? (double)a->allowed_max / (double)a->total_memory : 1.0;
   lk_unlock(&a->mu);
   return f;
-}
-
-void tc_alloc_set_config(tc_alloc *a, const tc_alloc_config *cfg) {
-  lk_lock(&a->mu);
-  a->cfg = *cfg;
-  a->small_route = cfg->policy == TC_POLICY_COMPACT ? &a->large : &a->small;
-  /* next fit is compact's alone, and earns its way back after any change */
-  a->steady_trims = 0;
-  a->rover = NULL;
-  lk_unlock(&a->mu);
-}
-
-void tc_alloc_get_config(tc_alloc *a, tc_alloc_config *out) {
-  lk_lock(&a->mu);
-  *out = a->cfg;
-  lk_unlock(&a->mu);
 }
 
 int tc_alloc_device(const tc_alloc *a) { return a->device; }

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "history.h"
 #include "core/error.h"
+#include "core/table.h"
 #include "jsonwrite.h"
 #include <dlfcn.h>
 #include <errno.h>
@@ -171,17 +172,16 @@ typedef struct {
   uint8_t n;
   int64_t memo;  /* pickle memo of the frames list; -1 before */
   size_t json_off, json_len; /* json: the text written the first time */
+  size_t next;   /* index+1 of the next stack with the same hash, 0: none */
 } stack_ent;
 
 typedef struct {
   frame_sym *f;
   size_t nf, capf;
-  size_t *fh; /* hash: index+1 into f */
-  size_t fhcap;
+  tc_u64map fh; /* pc -> index into f */
   stack_ent *s;
   size_t ns, caps;
-  size_t *sh;
-  size_t shcap;
+  tc_u64map sh; /* stack_hash -> index+1 of the first stack with it */
   int oom;
 } symtab;
 
@@ -190,19 +190,6 @@ static uint64_t mix(uint64_t h) {
   h *= 0xff51afd7ed558ccdULL;
   h ^= h >> 33;
   return h;
-}
-
-/* 1: room enough; 2: grown and emptied (caller reinserts); 0: no memory. */
-static int grow_hash(size_t **tab, size_t *cap, size_t need) {
-  if (need * 2 <= *cap) return 1;
-  size_t ncap = *cap ? *cap * 2 : 1024;
-  while (need * 2 > ncap) ncap *= 2;
-  size_t *n = calloc(ncap, sizeof *n);
-  if (!n) return 0;
-  free(*tab);
-  *tab = n;
-  *cap = ncap;
-  return 2; /* rebuilt empty: the caller reinserts */
 }
 
 static void symbolize(frame_sym *s) {
@@ -223,31 +210,17 @@ static void symbolize(frame_sym *s) {
 }
 
 static frame_sym *sym_of(symtab *t, void *pc) {
-  if (t->nf + 1 > t->capf) {
-    size_t cap = t->capf ? 2 * t->capf : 256;
-    frame_sym *n = realloc(t->f, cap * sizeof *n);
-    if (!n) { t->oom = 1; return NULL; }
-    t->f = n;
-    t->capf = cap;
+  const uint64_t *at = tc_u64map_get(&t->fh, (uint64_t)(uintptr_t)pc);
+  if (at) return &t->f[*at];
+  if (!tc_grow((void **)&t->f, &t->capf, t->nf + 1, sizeof *t->f) ||
+      !tc_u64map_put(&t->fh, (uint64_t)(uintptr_t)pc, t->nf)) {
+    t->oom = 1;
+    return NULL;
   }
-  int g = grow_hash(&t->fh, &t->fhcap, t->nf + 1);
-  if (!g) { t->oom = 1; return NULL; }
-  if (g == 2)
-    for (size_t i = 0; i < t->nf; i++) {
-      size_t k = mix((uint64_t)(uintptr_t)t->f[i].pc) & (t->fhcap - 1);
-      while (t->fh[k]) k = (k + 1) & (t->fhcap - 1);
-      t->fh[k] = i + 1;
-    }
-  size_t k = mix((uint64_t)(uintptr_t)pc) & (t->fhcap - 1);
-  while (t->fh[k]) {
-    if (t->f[t->fh[k] - 1].pc == pc) return &t->f[t->fh[k] - 1];
-    k = (k + 1) & (t->fhcap - 1);
-  }
-  frame_sym *s = &t->f[t->nf];
+  frame_sym *s = &t->f[t->nf++];
   s->pc = pc;
   s->memo = -1;
   symbolize(s);
-  t->fh[k] = ++t->nf;
   return s;
 }
 
@@ -257,42 +230,32 @@ static uint64_t stack_hash(void *const *pcs, uint8_t n) {
   return h;
 }
 
-/* The stack entry for entry i of c (pcs compared by value). */
+/* The stack entry for entry i of c (pcs compared by value: stacks whose
+ * hashes collide are chained through next). */
 static stack_ent *stack_of(symtab *t, const tc_history_copy *c, size_t i) {
   void *const *pcs = c->pcs + i * TC_HISTORY_DEPTH;
   uint8_t n = c->e[i].nframes;
-  if (t->ns + 1 > t->caps) {
-    size_t cap = t->caps ? 2 * t->caps : 256;
-    stack_ent *ns = realloc(t->s, cap * sizeof *ns);
-    if (!ns) { t->oom = 1; return NULL; }
-    t->s = ns;
-    t->caps = cap;
-  }
-  int g = grow_hash(&t->sh, &t->shcap, t->ns + 1);
-  if (!g) { t->oom = 1; return NULL; }
-  if (g == 2)
-    for (size_t j = 0; j < t->ns; j++) {
-      size_t k = stack_hash(c->pcs + t->s[j].at * TC_HISTORY_DEPTH, t->s[j].n) & (t->shcap - 1);
-      while (t->sh[k]) k = (k + 1) & (t->shcap - 1);
-      t->sh[k] = j + 1;
-    }
-  size_t k = stack_hash(pcs, n) & (t->shcap - 1);
-  while (t->sh[k]) {
-    stack_ent *s = &t->s[t->sh[k] - 1];
+  uint64_t h = stack_hash(pcs, n);
+  const uint64_t *head = tc_u64map_get(&t->sh, h);
+  size_t first = head ? (size_t)*head : 0;
+  for (size_t k = first; k; k = t->s[k - 1].next) {
+    stack_ent *s = &t->s[k - 1];
     if (s->n == n && !memcmp(c->pcs + s->at * TC_HISTORY_DEPTH, pcs, n * sizeof *pcs)) return s;
-    k = (k + 1) & (t->shcap - 1);
   }
-  stack_ent *s = &t->s[t->ns];
-  *s = (stack_ent){.at = i, .n = n, .memo = -1};
-  t->sh[k] = ++t->ns;
+  if (!tc_grow((void **)&t->s, &t->caps, t->ns + 1, sizeof *t->s) || !tc_u64map_put(&t->sh, h, t->ns + 1)) {
+    t->oom = 1;
+    return NULL;
+  }
+  stack_ent *s = &t->s[t->ns++];
+  *s = (stack_ent){.at = i, .n = n, .memo = -1, .next = first};
   return s;
 }
 
 static void symtab_free(symtab *t) {
   free(t->f);
-  free(t->fh);
+  tc_u64map_free(&t->fh);
   free(t->s);
-  free(t->sh);
+  tc_u64map_free(&t->sh);
 }
 
 static void frame_dict(em *e, symtab *t, void *pc) {

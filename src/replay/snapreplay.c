@@ -1,5 +1,6 @@
 /* One replay of a torch history (torchsnap.h) on a fresh allocator over the
- * simulated device.
+ * simulated device, and tcuda_replay_snapshot_to, which prints its
+ * checkpoints.
  *
  * Exact mode (the snapshot's own settings) follows torch's recorded segment
  * addresses and expandable maps, and tells empty_cache calls from the
@@ -11,12 +12,16 @@
  *
  * record_stream frees are replayed with events that complete exactly where
  * torch's free_completed entries were. */
+#include "backend_wrap.h"
 #include "core/core.h"
+#include "inspect/history.h"
+#include "inspect/report.h"
 #include "torchsnap.h"
+#include "trace.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define H200_BYTES 150109880320ULL
 #define REC_STREAM ((uint64_t)0xFFFFFFFFFFFFFFF1ULL) /* the stream a deferred free waits on: no real stream's value */
 
 typedef struct {
@@ -29,7 +34,7 @@ typedef struct hr {
   tc_tsnap *h;
   const tc_tsrun_opts *o;
   tc_backend *sim;
-  tc_backend be;
+  tc_bwrap be; /* the simulator, placed as torch was, with events that complete where the history says */
   tc_alloc *a;
   uint64_t *addr;          /* slot -> current address (0: none) */
   unsigned char *done;     /* slot -> its free_completed was passed */
@@ -38,6 +43,7 @@ typedef struct hr {
   range *segs, *maps;
   size_t nsegs, nmaps, seg_pos, map_pos;
   int follow_segs, follow_maps;
+  int placing; /* the segment_alloc under way was given torch's address */
   /* exact mode: recorded segment frees the replay has not made yet, and
    * frees the replay made that the history has not shown yet */
   range *pend, *early;
@@ -86,52 +92,43 @@ static void replay_freed(hr *r, uint64_t addr, uint64_t size) {
   if (!push(&r->early, &r->nearly, &r->cap_early, addr, size)) r->diverged++;
 }
 
-static tcuda_status w_segment_alloc(void *c, int dev, uint64_t size, uint64_t *addr) {
+static tcuda_status w_before_alloc(void *c, uint64_t size) {
   hr *r = c;
-  int placed = 0;
+  r->placing = 0;
   if (r->follow_segs) {
     if (r->seg_pos < r->nsegs && r->segs[r->seg_pos].size == size &&
         tc_backend_sim_place_next(r->sim, r->segs[r->seg_pos].addr, size) == TCUDA_SUCCESS) {
-      placed = 1;
+      r->placing = 1;
     } else {
       r->follow_segs = 0; /* once off torch's path, the driver model places the rest */
       r->diverged++;
     }
   }
-  tcuda_status s = r->sim->segment_alloc(r->sim->ctx, dev, size, addr);
-  if (s) {
-    if (placed) tc_backend_sim_place_cancel(r->sim);
-    return s;
+  return TCUDA_SUCCESS;
+}
+
+static void w_after_alloc(void *c, tcuda_status st, uint64_t addr, uint64_t size) {
+  hr *r = c;
+  (void)addr;
+  (void)size;
+  if (st) {
+    if (r->placing) tc_backend_sim_place_cancel(r->sim);
+    return;
   }
-  if (placed) r->seg_pos++;
+  if (r->placing) r->seg_pos++;
   r->segment_calls++;
-  return s;
 }
 
-static tcuda_status w_segment_free(void *c, int dev, uint64_t addr, uint64_t size) {
+static tcuda_status w_before_reserve(void *c, uint64_t size) {
   hr *r = c;
-  replay_freed(r, addr, size);
-  return r->sim->segment_free(r->sim->ctx, dev, addr, size);
+  (void)size;
+  if (r->follow_maps && r->map_pos < r->nmaps) return tc_backend_sim_reserve_at(r->sim, &r->maps[r->map_pos].addr, 1);
+  return TCUDA_SUCCESS;
 }
 
-static tcuda_status w_va_reserve(void *c, int dev, uint64_t size, uint64_t *addr) {
+static void w_after_map(void *c, tcuda_status st, uint64_t addr, uint64_t size) {
   hr *r = c;
-  if (r->follow_maps && r->map_pos < r->nmaps) {
-    tcuda_status s = tc_backend_sim_reserve_at(r->sim, &r->maps[r->map_pos].addr, 1);
-    if (s) return s;
-  }
-  return r->sim->va_reserve(r->sim->ctx, dev, size, addr);
-}
-
-static tcuda_status w_va_release(void *c, int dev, uint64_t addr, uint64_t size) {
-  hr *r = c;
-  return r->sim->va_release(r->sim->ctx, dev, addr, size);
-}
-
-static tcuda_status w_map(void *c, int dev, uint64_t addr, uint64_t size) {
-  hr *r = c;
-  tcuda_status s = r->sim->map(r->sim->ctx, dev, addr, size);
-  if (s) return s;
+  if (st) return;
   r->segment_calls++;
   if (r->follow_maps) {
     if (r->map_pos < r->nmaps && r->maps[r->map_pos].addr == addr && r->maps[r->map_pos].size == size) {
@@ -142,18 +139,13 @@ static tcuda_status w_map(void *c, int dev, uint64_t addr, uint64_t size) {
       tc_backend_sim_reserve_at(r->sim, NULL, 0);
     }
   }
-  return s;
 }
 
-static tcuda_status w_unmap(void *c, int dev, uint64_t addr, uint64_t size) {
-  hr *r = c;
-  replay_freed(r, addr, size);
-  return r->sim->unmap(r->sim->ctx, dev, addr, size);
-}
+/* a segment free or an unmap */
+static void w_before_release(void *c, uint64_t addr, uint64_t size) { replay_freed(c, addr, size); }
 
-static tcuda_status w_event_record(void *c, int dev, uint64_t stream, void **ev) {
+static tcuda_status w_event_record(void *c, uint64_t stream, void **ev) {
   hr *r = c;
-  (void)dev;
   (void)stream;
   *ev = (void *)(uintptr_t)((uint64_t)r->cur_slot + 1);
   return TCUDA_SUCCESS;
@@ -169,25 +161,11 @@ static tcuda_status w_event_synchronize(void *c, void *ev) {
   if (slot < r->h->num_slots) r->done[slot] = 1;
   return TCUDA_SUCCESS;
 }
-static void w_event_release(void *c, void *ev) {
-  (void)c;
-  (void)ev;
-}
-static tcuda_status w_stream_synchronize(void *c, int dev, uint64_t stream) {
-  (void)c;
-  (void)dev;
-  (void)stream;
-  return TCUDA_SUCCESS;
-}
-static tcuda_status w_device_synchronize(void *c, int dev) {
-  (void)c;
-  (void)dev;
-  return TCUDA_SUCCESS;
-}
-static tcuda_status w_mem_info(void *c, int dev, uint64_t *fr, uint64_t *tot) {
-  hr *r = c;
-  return r->sim->mem_info(r->sim->ctx, dev, fr, tot);
-}
+
+static const tc_bwrap_hooks w_hooks = {.before_alloc = w_before_alloc, .after_alloc = w_after_alloc,
+                                       .before_reserve = w_before_reserve, .after_map = w_after_map,
+                                       .before_release = w_before_release, .event_record = w_event_record,
+                                       .event_query = w_event_query, .event_synchronize = w_event_synchronize};
 
 /* ---- private pools ---- */
 
@@ -346,7 +324,7 @@ static int policy_may_free(hr *r, const tc_tsop *op, const tc_alloc_config *cfg,
   uint64_t need = tc_alloc_segment_size(tc_alloc_round_size(cfg, op->size));
   uint64_t reserved = (uint64_t)st.reserved_bytes[TCUDA_STAT_ALL].current;
   if (allowed && (cfg->garbage_collection_threshold > 0 || reserved + need > allowed)) return 1;
-  uint64_t cap = r->o->capacity ? r->o->capacity : H200_BYTES;
+  uint64_t cap = r->o->capacity ? r->o->capacity : TC_H200_CAPACITY;
   return reserved + need > cap;
 }
 
@@ -502,7 +480,7 @@ tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *o,
   r.h = h;
   r.o = o;
   const tc_alloc_config *cfg = o->cfg ? o->cfg : &h->cfg;
-  uint64_t cap = o->capacity ? o->capacity : H200_BYTES;
+  uint64_t cap = o->capacity ? o->capacity : TC_H200_CAPACITY;
   tc_sim_options so = {.capacity = cap, .va = TC_SIM_VA_DRIVER};
   /* the driver's first layout differs when a side stream allocates first */
   for (size_t i = 0; i < h->num_ops; i++) {
@@ -521,13 +499,8 @@ tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *o,
     if (!r.addr || !r.done || !r.routes || !r.pool_made) s = oom(func);
   }
   if (!s) {
-    r.be = (tc_backend){.name = "sim", .ctx = &r, .segment_alloc = w_segment_alloc, .segment_free = w_segment_free,
-                        .va_reserve = w_va_reserve, .va_release = w_va_release, .map = w_map, .unmap = w_unmap,
-                        .event_record = w_event_record, .event_query = w_event_query,
-                        .event_synchronize = w_event_synchronize, .event_release = w_event_release,
-                        .stream_synchronize = w_stream_synchronize, .device_synchronize = w_device_synchronize,
-                        .mem_info = w_mem_info};
-    s = tc_alloc_create(0, &r.be, cfg, cap, &r.a);
+    tc_bwrap_init(&r.be, r.sim, &w_hooks, &r);
+    s = tc_alloc_create(0, &r.be.be, cfg, cap, &r.a);
   }
   uint64_t allowed = 0;
   double fraction = o->fraction;
@@ -565,5 +538,113 @@ tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *o,
   free(r.pend);
   free(r.early);
   if (s) tc_tsrun_result_free(res);
+  return s;
+}
+
+/* ---- tcuda replay --simulate SNAPSHOT ---- */
+
+typedef struct {
+  const char *func;
+  tc_tsnap *h;
+  tcuda_status (*write)(void *, const char *, size_t);
+  void *user;
+  int first, sink_failed;
+  tc_history *hist;
+  const char *history_path;
+  const tc_alloc_config *cfg;
+  const char *conf_text;
+} snap_out;
+
+static tcuda_status emit(snap_out *so, const char *p, size_t n) {
+  tcuda_status s = so->write(so->user, p, n);
+  if (!s) return s;
+  so->sink_failed = 1;
+  if (s == TCUDA_ERROR_HOST_OUT_OF_MEMORY) return tc_error(s, "%s: out of host memory", so->func);
+  return tc_error(s, "%s: the output callback returned %s", so->func, tcuda_status_name(s));
+}
+
+static tcuda_status on_checkpoint(void *user, tc_alloc *a, int last) {
+  snap_out *so = user;
+  tcuda_memory_stats_t st;
+  tc_alloc_get_stats(a, &st);
+  tcuda_snapshot_t *snap = NULL;
+  tcuda_status s = tc_alloc_snapshot(a, &snap);
+  if (s) return s;
+  char *sj = tc_report_stats_json_window(&st, so->h->truncated);
+  char *gj = tc_report_snapshot_json(snap, NULL, NULL);
+  tc_snapshot_free(snap);
+  if (!sj || !gj) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", so->func);
+  const char *head = so->first ? "[\n{\"stats\": " : ",\n{\"stats\": ";
+  if (!s && !(s = emit(so, head, strlen(head))) && !(s = emit(so, sj, strlen(sj))) &&
+      !(s = emit(so, ", \"segments\": ", 14)) && !(s = emit(so, gj, strlen(gj))))
+    s = emit(so, "}", 1);
+  so->first = 0;
+  free(sj);
+  free(gj);
+  if (!s && last && so->history_path)
+    s = tc_replay_write_history(so->func, a, so->hist, 0, so->cfg, so->conf_text, so->history_path, NULL, NULL);
+  if (!s && last) s = emit(so, "\n]\n", 3);
+  return s;
+}
+
+static tcuda_status on_create(void *user, tc_alloc *a) {
+  snap_out *so = user;
+  if (so->hist) tc_alloc_set_trace(a, tc_history_trace, so->hist);
+  return TCUDA_SUCCESS;
+}
+
+tcuda_status tcuda_replay_snapshot_to(const char *snapshot_path, const tcuda_replay_options_t *opt,
+                                      tcuda_status (*write_fn)(void *user, const char *bytes, size_t n), void *user) {
+  static const char *F = "tcuda_replay_snapshot_to";
+  TC_CHECK_ARG(F, snapshot_path, "snapshot_path");
+  TC_CHECK_ARG(F, write_fn, "write_fn");
+  TC_CHECK_ARG(F, opt, "opt");
+  if (opt->struct_size < sizeof(tcuda_replay_options_t))
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: opt->struct_size %zu is not sizeof(tcuda_replay_options_t) (%zu)",
+                    F, opt->struct_size, sizeof(tcuda_replay_options_t));
+  if (opt->simulate != 1)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: a snapshot replays on the simulated device only (simulate = 1)", F);
+  if (opt->addresses_file || opt->maps_file || opt->record_addresses || opt->va_mode)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
+                    "%s: addresses_file, maps_file, record_addresses and va_mode do not apply to a snapshot (it "
+                    "holds its own addresses)",
+                    F);
+  if (!(opt->memory_fraction >= 0.0 && opt->memory_fraction <= 1.0))
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: memory_fraction %g out of range (0~1)", F, opt->memory_fraction);
+  if (opt->history_path && !*opt->history_path)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: history_path is empty", F);
+  if (opt->device < -1) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: device %d is negative", F, opt->device);
+  tc_alloc_config cfg;
+  tc_alloc_config_default(&cfg);
+  int given = opt->config && *opt->config;
+  tcuda_status s = TCUDA_SUCCESS;
+  if (given) {
+    char src[64];
+    snprintf(src, sizeof src, "%s: config", F);
+    if ((s = tc_alloc_config_parse_named(src, opt->config, &cfg))) return s;
+  }
+  tc_tsnap h;
+  if ((s = tc_tsnap_load_file(F, snapshot_path, opt->device, &h))) return s;
+  snap_out so = {.func = F, .h = &h, .write = write_fn, .user = user, .first = 1, .history_path = opt->history_path,
+                 .cfg = given ? &cfg : &h.cfg, .conf_text = given ? opt->config : h.conf_text};
+  if (opt->history_path && (s = tc_history_create(0, 0, &so.hist))) {
+    tc_tsnap_free(&h);
+    return s;
+  }
+  tc_tsrun_result r;
+  if (given) { /* torch's run first, to find the empty_cache calls */
+    tc_tsrun_opts eo = {.exact = 1, .capacity = opt->capacity, .fraction = opt->memory_fraction};
+    if (!(s = tc_tsnap_run(F, &h, &eo, &r))) tc_tsrun_result_free(&r);
+  }
+  if (!s) {
+    tc_tsrun_opts ro = {.cfg = &cfg, .exact = given ? TC_TSRUN_FOLLOW : 1, .capacity = opt->capacity,
+                       .fraction = opt->memory_fraction, .checkpoint = on_checkpoint, .user = &so,
+                       .on_create = on_create, .on_oom = opt->on_oom, .oom_user = opt->on_oom_user};
+    if (!given) ro.cfg = NULL;
+    s = tc_tsnap_run(F, &h, &ro, &r);
+    if (!s) tc_tsrun_result_free(&r);
+  }
+  tc_history_destroy(so.hist);
+  tc_tsnap_free(&h);
   return s;
 }

@@ -4,6 +4,7 @@
  * and errors name the entry. Entries of actions this reader does not know
  * (newer torch versions add some) are skipped. */
 #include "core/core.h"
+#include "core/table.h"
 #include "inspect/jsonwrite.h"
 #include "pyval.h"
 #include "torchsnap.h"
@@ -15,104 +16,6 @@
 
 #define MIB ((uint64_t)1 << 20)
 #define MAX_TRACE_ENTRIES ((size_t)UINT32_MAX - 1) /* slots and request indexes are 32-bit */
-
-/* ---- an address -> slot map (open addressing, linear probing) ---- */
-
-typedef struct {
-  uint64_t *key; /* 0 = empty (address 0 is never a block) */
-  uint32_t *val;
-  size_t cap, n;
-} amap;
-
-static size_t amap_hash(uint64_t k, size_t cap) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdULL;
-  k ^= k >> 33;
-  return (size_t)k & (cap - 1);
-}
-
-static int amap_grow(amap *m) {
-  size_t nc = m->cap ? m->cap * 2 : 1024;
-  uint64_t *nk = calloc(nc, sizeof *nk);
-  uint32_t *nv = malloc(nc * sizeof *nv);
-  if (!nk || !nv) {
-    free(nk);
-    free(nv);
-    return 0;
-  }
-  for (size_t i = 0; i < m->cap; i++) {
-    if (!m->key[i]) continue;
-    size_t j = amap_hash(m->key[i], nc);
-    while (nk[j]) j = (j + 1) & (nc - 1);
-    nk[j] = m->key[i];
-    nv[j] = m->val[i];
-  }
-  free(m->key);
-  free(m->val);
-  m->key = nk;
-  m->val = nv;
-  m->cap = nc;
-  return 1;
-}
-
-static uint32_t *amap_find(const amap *m, uint64_t k) {
-  if (!m->cap || !k) return NULL;
-  for (size_t j = amap_hash(k, m->cap);; j = (j + 1) & (m->cap - 1)) {
-    if (!m->key[j]) return NULL;
-    if (m->key[j] == k) return &m->val[j];
-  }
-}
-
-static int amap_put(amap *m, uint64_t k, uint32_t v) {
-  uint32_t *p = amap_find(m, k);
-  if (p) { *p = v; return 1; }
-  if ((m->n + 1) * 2 > m->cap && !amap_grow(m)) return 0;
-  size_t j = amap_hash(k, m->cap);
-  while (m->key[j]) j = (j + 1) & (m->cap - 1);
-  m->key[j] = k;
-  m->val[j] = v;
-  m->n++;
-  return 1;
-}
-
-/* Backward-shift deletion keeps probe chains whole without tombstones. */
-static void amap_del(amap *m, uint64_t k) {
-  if (!m->cap || !k) return;
-  size_t j = amap_hash(k, m->cap);
-  while (m->key[j] && m->key[j] != k) j = (j + 1) & (m->cap - 1);
-  if (!m->key[j]) return;
-  m->n--;
-  size_t hole = j;
-  for (size_t i = (j + 1) & (m->cap - 1); m->key[i]; i = (i + 1) & (m->cap - 1)) {
-    size_t home = amap_hash(m->key[i], m->cap);
-    /* move i into the hole when its home is not in (hole, i] */
-    if ((i > hole && (home <= hole || home > i)) || (i < hole && home <= hole && home > i)) {
-      m->key[hole] = m->key[i];
-      m->val[hole] = m->val[i];
-      hole = i;
-    }
-  }
-  m->key[hole] = 0;
-}
-
-static void amap_free(amap *m) {
-  free(m->key);
-  free(m->val);
-  memset(m, 0, sizeof *m);
-}
-
-/* ---- growable arrays ---- */
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return 1;
-  size_t c = *cap ? *cap : 64;
-  while (c < need) c *= 2;
-  void *n = realloc(*p, c * elem);
-  if (!n) return 0;
-  *p = n;
-  *cap = c;
-  return 1;
-}
 
 /* ---- reading fields ---- */
 
@@ -127,9 +30,9 @@ typedef struct {
   pseg *psegs; /* segments of private pools, from the snapshot */
   size_t npsegs, cap_psegs;
   size_t cap_ops, cap_req, cap_frames, cap_segs, cap_blocks;
-  amap live;   /* block address -> slot (bit 31 of nothing: pending frees live here too) */
-  amap segseen; /* segment address -> 1: a segment entry for it was seen */
-  amap blkseen; /* block address -> 1: an entry for it was seen */
+  tc_u64map live;    /* block address -> slot (pending frees live here too) */
+  tc_u64map segseen; /* segment address -> 1: a segment entry for it was seen */
+  tc_u64map blkseen; /* block address -> 1: an entry for it was seen */
   unsigned char *pending; /* slot -> free_requested seen, free_completed not yet */
   size_t cap_pending, cap_times;
   uint64_t now_us; /* the current entry's time_us */
@@ -150,8 +53,8 @@ static int get_u64(const tc_pv *d, const char *key, uint64_t *out) {
 
 static tcuda_status add_op(conv *c, tc_tsop op) {
   tc_tsnap *h = c->h;
-  if (!grow((void **)&h->ops, &c->cap_ops, h->num_ops + 1, sizeof *h->ops) ||
-      !grow((void **)&h->op_time_us, &c->cap_times, h->num_ops + 1, sizeof *h->op_time_us))
+  if (!tc_grow((void **)&h->ops, &c->cap_ops, h->num_ops + 1, sizeof *h->ops) ||
+      !tc_grow((void **)&h->op_time_us, &c->cap_times, h->num_ops + 1, sizeof *h->op_time_us))
     return oom(c->func);
   h->op_time_us[h->num_ops] = h->t0_us && c->now_us >= h->t0_us ? c->now_us - h->t0_us : 0;
   h->ops[h->num_ops++] = op;
@@ -160,7 +63,7 @@ static tcuda_status add_op(conv *c, tc_tsop op) {
 
 static tcuda_status new_slot(conv *c, uint32_t *slot) {
   tc_tsnap *h = c->h;
-  if (!grow((void **)&c->pending, &c->cap_pending, h->num_slots + 1, 1)) return oom(c->func);
+  if (!tc_grow((void **)&c->pending, &c->cap_pending, h->num_slots + 1, 1)) return oom(c->func);
   c->pending[h->num_slots] = 0;
   *slot = (uint32_t)h->num_slots++;
   return TCUDA_SUCCESS;
@@ -168,7 +71,7 @@ static tcuda_status new_slot(conv *c, uint32_t *slot) {
 
 static tcuda_status add_block(conv *c, tc_tsblock b) {
   tc_tsnap *h = c->h;
-  if (!grow((void **)&h->blocks, &c->cap_blocks, h->num_blocks + 1, sizeof *h->blocks)) return oom(c->func);
+  if (!tc_grow((void **)&h->blocks, &c->cap_blocks, h->num_blocks + 1, sizeof *h->blocks)) return oom(c->func);
   h->blocks[h->num_blocks++] = b;
   h->truncated = 1;
   return TCUDA_SUCCESS;
@@ -176,7 +79,7 @@ static tcuda_status add_block(conv *c, tc_tsblock b) {
 
 static tcuda_status add_seg(conv *c, tc_tsseg s) {
   tc_tsnap *h = c->h;
-  if (!grow((void **)&h->segs, &c->cap_segs, h->num_segs + 1, sizeof *h->segs)) return oom(c->func);
+  if (!tc_grow((void **)&h->segs, &c->cap_segs, h->num_segs + 1, sizeof *h->segs)) return oom(c->func);
   h->segs[h->num_segs++] = s;
   h->truncated = 1;
   return TCUDA_SUCCESS;
@@ -211,7 +114,7 @@ static tcuda_status keep_frames(conv *c, size_t req, const tc_pv *frames) {
   if (!s) return oom(c->func);
   if (!shown) { free(s); return TCUDA_SUCCESS; }
   tc_tsnap *h = c->h;
-  if (!grow((void **)&h->frames_req, &c->cap_frames, h->num_frames + 1, sizeof *h->frames_req)) {
+  if (!tc_grow((void **)&h->frames_req, &c->cap_frames, h->num_frames + 1, sizeof *h->frames_req)) {
     free(s);
     return oom(c->func);
   }
@@ -257,21 +160,21 @@ static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, 
     c->now_us = (uint64_t)t;
   }
   tcuda_status s = TCUDA_SUCCESS;
-  uint32_t *p;
+  uint64_t *p;
   if (!strcmp(act, "alloc") || is_oom) {
     if (h->num_requests >= MAX_TRACE_ENTRIES) return bad(c->func, i, "too many requests");
     if (!is_oom && !addr) return bad(c->func, i, "an 'alloc' at address 0");
     if (!is_oom && size > TC_TRACE_MAX_SIZE) return bad(c->func, i, "an 'alloc' size over 2^64 - 2 MiB - 1");
     if (is_oom && size > TC_TRACE_MAX_SIZE) size = TC_TRACE_MAX_SIZE;
-    if (!grow((void **)&h->req_op, &c->cap_req, h->num_requests + 1, sizeof *h->req_op)) return oom(c->func);
+    if (!tc_grow((void **)&h->req_op, &c->cap_req, h->num_requests + 1, sizeof *h->req_op)) return oom(c->func);
     h->req_op[h->num_requests] = (uint32_t)h->num_ops;
     if ((s = keep_frames(c, h->num_requests, tc_pv_get(e, "frames")))) return s;
     h->num_requests++;
     tc_tsop op = {.kind = is_oom ? HOP_OOM : HOP_ALLOC, .slot = HOP_NO_SLOT, .stream = stream, .addr = addr, .size = size};
     if (!is_oom) {
-      if ((p = amap_find(&c->live, addr))) amap_del(&c->live, addr); /* a lost free: forget the old block */
+      if ((p = tc_u64map_get(&c->live, addr))) tc_u64map_del(&c->live, addr); /* a lost free: forget the old block */
       if ((s = new_slot(c, &op.slot))) return s;
-      if (!amap_put(&c->live, addr, op.slot) || !amap_put(&c->blkseen, addr, 1)) return oom(c->func);
+      if (!tc_u64map_put(&c->live, addr, op.slot) || !tc_u64map_put(&c->blkseen, addr, 1)) return oom(c->func);
     } else {
       h->recorded_ooms++;
       int lib = h->num_frames && h->frames_req[h->num_frames - 1] == h->num_requests - 1 &&
@@ -298,22 +201,22 @@ static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, 
   if (!strcmp(act, "free_requested") || !strcmp(act, "free_completed")) {
     int req = act[5] == 'r';
     uint32_t slot;
-    p = amap_find(&c->live, addr);
+    p = tc_u64map_get(&c->live, addr);
     if (!p) {
       /* a block from before the window */
-      if (amap_find(&c->blkseen, addr) || !addr) return TCUDA_SUCCESS; /* a second free: ignore */
+      if (tc_u64map_get(&c->blkseen, addr) || !addr) return TCUDA_SUCCESS; /* a second free: ignore */
       if ((s = new_slot(c, &slot))) return s;
-      if (!amap_put(&c->blkseen, addr, 1)) return oom(c->func);
+      if (!tc_u64map_put(&c->blkseen, addr, 1)) return oom(c->func);
       if ((s = add_block(c, (tc_tsblock){.addr = addr, .requested = size, .slot = slot, .pending = !req}))) return s;
       if (req) {
-        if (!amap_put(&c->live, addr, slot)) return oom(c->func);
-        p = amap_find(&c->live, addr);
+        if (!tc_u64map_put(&c->live, addr, slot)) return oom(c->func);
+        p = tc_u64map_get(&c->live, addr);
       } else {
         c->pending[slot] = 1;
         return add_op(c, (tc_tsop){.kind = HOP_FREE_DONE, .slot = slot, .stream = stream, .addr = addr, .size = size});
       }
     }
-    slot = *p;
+    slot = (uint32_t)*p;
     if (req) {
       if (c->pending[slot]) return TCUDA_SUCCESS; /* requested twice */
       const tc_pv *nx = i + 1 < n ? ents[i + 1] : NULL;
@@ -321,13 +224,13 @@ static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, 
       uint64_t naddr = 0;
       if (na && !strcmp(na, "free_completed") && get_u64(nx, "addr", &naddr) && naddr == addr) {
         *skip = 1;
-        amap_del(&c->live, addr);
+        tc_u64map_del(&c->live, addr);
         return add_op(c, (tc_tsop){.kind = HOP_FREE, .slot = slot, .stream = stream, .addr = addr, .size = size});
       }
       c->pending[slot] = 1;
       return add_op(c, (tc_tsop){.kind = HOP_FREE_REQ, .slot = slot, .stream = stream, .addr = addr, .size = size});
     }
-    amap_del(&c->live, addr);
+    tc_u64map_del(&c->live, addr);
     if (!c->pending[slot]) /* completed with no request: a plain free */
       return add_op(c, (tc_tsop){.kind = HOP_FREE, .slot = slot, .stream = stream, .addr = addr, .size = size});
     c->pending[slot] = 0;
@@ -341,8 +244,8 @@ static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, 
   for (size_t k = 0; k < 4; k++) {
     if (strcmp(act, segs[k].name)) continue;
     if (!addr || !size || addr + size < addr) return bad(c->func, i, "a segment entry with a bad address or size");
-    if (!amap_find(&c->segseen, addr)) {
-      if (!amap_put(&c->segseen, addr, 1)) return oom(c->func);
+    if (!tc_u64map_get(&c->segseen, addr)) {
+      if (!tc_u64map_put(&c->segseen, addr, 1)) return oom(c->func);
       /* a non-expandable segment freed before any allocation of it in the
        * window existed when the window began */
       if (segs[k].kind == HOP_SEG_FREE &&
@@ -357,72 +260,83 @@ static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, 
 
 /* ---- allocator_settings -> a config string ---- */
 
+/* One key of allocator_settings, as torch reports it, appended to the
+ * config string b. */
+static tcuda_status read_setting(const char *func, const tc_config_key *d, const tc_pv *val, tc_sbuf *b,
+                                 const char **sep) {
+  int64_t v;
+  double x;
+  switch (d->kind) {
+  case TC_KEY_MB: /* bytes; unset is -1 or SIZE_MAX, neither a positive int64 */
+    if (!tc_pv_as_int(val, &v) || v <= 0) return TCUDA_SUCCESS;
+    if (v % (int64_t)MIB)
+      return tc_error(TCUDA_ERROR_PARSE, "%s: allocator_settings: %s %lld is not a whole number of MiB", func,
+                      d->snapshot_key, (long long)v);
+    tc_sbuf_printf(b, "%s%s:%lld", *sep, d->key, (long long)(v / (int64_t)MIB));
+    break;
+  case TC_KEY_FRACTION:
+    if (!tc_pv_as_double(val, &x) || x == 0.0) return TCUDA_SUCCESS;
+    tc_sbuf_printf(b, "%s%s:%.17g", *sep, d->key, x);
+    break;
+  case TC_KEY_BOOL:
+    if (!tc_pv_as_int(val, &v) || !v) return TCUDA_SUCCESS;
+    tc_sbuf_printf(b, "%s%s:True", *sep, d->key);
+    break;
+  case TC_KEY_DIVISIONS:
+    /* {"1": d, "2": d, ... "32768": d} by MiB interval start; torch also
+     * accepts a plain number in older versions */
+    if (val && val->kind == TC_PV_DICT) {
+      int64_t div[TC_ROUNDUP_SLOTS] = {0};
+      int any = 0;
+      for (uint32_t k = 0; k < val->n; k++) {
+        const char *key = tc_pv_as_str(val->u.items[2 * k]);
+        int64_t dv;
+        char *end;
+        errno = 0;
+        unsigned long mb = key ? strtoul(key, &end, 10) : 0;
+        if (!key || errno || *end || !mb || (mb & (mb - 1)) || !tc_pv_as_int(val->u.items[2 * k + 1], &dv) ||
+            dv < 0 || dv > (1 << 30))
+          return tc_error(TCUDA_ERROR_PARSE, "%s: allocator_settings: %s has a bad entry", func, d->snapshot_key);
+        int slot = 0;
+        while ((1ul << slot) < mb) slot++;
+        if (slot < TC_ROUNDUP_SLOTS) {
+          div[slot] = dv;
+          any |= dv != 0;
+        }
+      }
+      if (!any) return TCUDA_SUCCESS;
+      tc_sbuf_printf(b, "%s%s:[", *sep, d->key);
+      for (int k = 0; k < TC_ROUNDUP_SLOTS; k++) tc_sbuf_printf(b, "%s%u:%lld", k ? "," : "", 1u << k, (long long)div[k]);
+      tc_sbuf_put(b, "]", 1);
+    } else if (tc_pv_as_int(val, &v) && v > 0) {
+      tc_sbuf_printf(b, "%s%s:%lld", *sep, d->key, (long long)v);
+    } else {
+      return TCUDA_SUCCESS;
+    }
+    break;
+  default: /* torch reports no such key */
+    return TCUDA_SUCCESS;
+  }
+  *sep = ",";
+  return TCUDA_SUCCESS;
+}
+
+/* The keys in the order of the snapshot's allocator_settings (the config
+ * table's positions), those tcuda ignores left out. */
 static tcuda_status read_settings(const char *func, const tc_pv *set, tc_tsnap *h) {
+  if (set && set->kind != TC_PV_DICT)
+    return tc_error(TCUDA_ERROR_PARSE, "%s: 'allocator_settings' is not a dict", func);
   tc_sbuf b = {0};
   tc_sbuf_put(&b, "", 0); /* "" when nothing is set */
   const char *sep = "";
-  int64_t v;
-  double d;
-  if (set && set->kind != TC_PV_DICT) {
-    tc_sbuf_free(&b);
-    return tc_error(TCUDA_ERROR_PARSE, "%s: 'allocator_settings' is not a dict", func);
-  }
-  if (tc_pv_as_int(tc_pv_get(set, "max_split_size"), &v) && v > 0) {
-    if (v % (int64_t)MIB) {
+  for (int pos = 1; pos <= (int)tc_alloc_config_nkeys; pos++) {
+    const tc_config_key *d = tc_alloc_config_snapshot_key(pos);
+    if (!d || d->field == TC_KEY_IGNORED) continue;
+    tcuda_status s = read_setting(func, d, tc_pv_get(set, d->snapshot_key), &b, &sep);
+    if (s) {
       tc_sbuf_free(&b);
-      return tc_error(TCUDA_ERROR_PARSE, "%s: allocator_settings: max_split_size %lld is not a whole number of MiB",
-                      func, (long long)v);
+      return s;
     }
-    tc_sbuf_printf(&b, "%smax_split_size_mb:%lld", sep, (long long)(v / (int64_t)MIB));
-    sep = ",";
-  }
-  if (tc_pv_as_double(tc_pv_get(set, "garbage_collection_threshold"), &d) && d != 0.0) {
-    tc_sbuf_printf(&b, "%sgarbage_collection_threshold:%.17g", sep, d);
-    sep = ",";
-  }
-  const tc_pv *ex = tc_pv_get(set, "expandable_segments");
-  if (tc_pv_as_int(ex, &v) && v) {
-    tc_sbuf_printf(&b, "%sexpandable_segments:True", sep);
-    sep = ",";
-  }
-  const tc_pv *rl = tc_pv_get(set, "release_lock_on_cudamalloc");
-  if (tc_pv_as_int(rl, &v) && v) {
-    tc_sbuf_printf(&b, "%srelease_lock_on_cudamalloc:True", sep);
-    sep = ",";
-  }
-  /* roundup_power2_divisions: {"1": d, "2": d, ... "32768": d} by MiB
-   * interval start; torch also accepts a plain number in older versions */
-  const tc_pv *rp = tc_pv_get(set, "roundup_power2_divisions");
-  if (rp && rp->kind == TC_PV_DICT) {
-    int64_t div[TC_ROUNDUP_SLOTS] = {0};
-    int any = 0;
-    for (uint32_t k = 0; k < rp->n; k++) {
-      const char *key = tc_pv_as_str(rp->u.items[2 * k]);
-      int64_t dv;
-      char *end;
-      errno = 0;
-      unsigned long mb = key ? strtoul(key, &end, 10) : 0;
-      if (!key || errno || *end || !mb || (mb & (mb - 1)) || !tc_pv_as_int(rp->u.items[2 * k + 1], &dv) || dv < 0 ||
-          dv > (1 << 30)) {
-        tc_sbuf_free(&b);
-        return tc_error(TCUDA_ERROR_PARSE, "%s: allocator_settings: roundup_power2_divisions has a bad entry", func);
-      }
-      int slot = 0;
-      while ((1ul << slot) < mb) slot++;
-      if (slot < TC_ROUNDUP_SLOTS) {
-        div[slot] = dv;
-        any |= dv != 0;
-      }
-    }
-    if (any) {
-      tc_sbuf_printf(&b, "%sroundup_power2_divisions:[", sep);
-      for (int k = 0; k < TC_ROUNDUP_SLOTS; k++) tc_sbuf_printf(&b, "%s%u:%lld", k ? "," : "", 1u << k, (long long)div[k]);
-      tc_sbuf_put(&b, "]", 1);
-      sep = ",";
-    }
-  } else if (tc_pv_as_int(rp, &v) && v > 0) {
-    tc_sbuf_printf(&b, "%sroundup_power2_divisions:%lld", sep, (long long)v);
-    sep = ",";
   }
   char *text = tc_sbuf_take(&b);
   if (!text) return oom(func);
@@ -464,7 +378,7 @@ static tcuda_status add_pool_segment(conv *c, uint64_t addr, uint64_t size, uint
     h->pool_ids[h->num_pools][1] = p1;
     h->num_pools++;
   }
-  if (!grow((void **)&c->psegs, &c->cap_psegs, c->npsegs + 1, sizeof *c->psegs)) return oom(c->func);
+  if (!tc_grow((void **)&c->psegs, &c->cap_psegs, c->npsegs + 1, sizeof *c->psegs)) return oom(c->func);
   c->psegs[c->npsegs++] = (pseg){addr, size, (uint16_t)(k + 1)};
   h->has_private_pools = 1;
   return TCUDA_SUCCESS;
@@ -510,7 +424,7 @@ static tcuda_status read_segments(conv *c, const tc_pv *segs) {
       tcuda_status s = add_pool_segment(c, addr, size, (uint64_t)p0, (uint64_t)p1);
       if (s) return s;
     }
-    if (amap_find(&c->segseen, addr)) continue; /* the window made or freed it */
+    if (tc_u64map_get(&c->segseen, addr)) continue; /* the window made or freed it */
     int64_t stream = 0, exp = 0;
     tc_pv_as_int(tc_pv_get(sg, "stream"), &stream);
     tc_pv_as_int(tc_pv_get(sg, "is_expandable"), &exp);
@@ -530,7 +444,7 @@ static tcuda_status read_segments(conv *c, const tc_pv *segs) {
       get_u64(bl[k], "address", &baddr);
       const char *state = tc_pv_as_str(tc_pv_get(bl[k], "state"));
       at = baddr + bsz;
-      if (!state || strncmp(state, "active", 6) || !bsz || amap_find(&c->blkseen, baddr)) continue;
+      if (!state || strncmp(state, "active", 6) || !bsz || tc_u64map_get(&c->blkseen, baddr)) continue;
       uint32_t slot;
       if ((s = new_slot(c, &slot))) return s;
       if ((s = add_block(c, (tc_tsblock){.addr = baddr, .size = bsz, .requested = rq, .slot = HOP_NO_SLOT,
@@ -683,9 +597,9 @@ tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int d
     route_pools(&c);
     place_blocks(h);
   }
-  amap_free(&c.live);
-  amap_free(&c.segseen);
-  amap_free(&c.blkseen);
+  tc_u64map_free(&c.live);
+  tc_u64map_free(&c.segseen);
+  tc_u64map_free(&c.blkseen);
   free(c.pending);
   free(c.psegs);
   tc_arena_destroy(ar);

@@ -97,10 +97,12 @@ int tc_tsnap_library_frames(const char *json);
 
 /* ---- snapreplay.c ---- */
 
+#define TC_TSRUN_FOLLOW 2 /* tc_tsrun_opts.exact: follow torch's placements, infer nothing */
+
 typedef struct tc_tsrun_opts {
   const tc_alloc_config *cfg; /* NULL: the snapshot's own (h->cfg) */
   int exact;          /* 1: place segments where torch did and infer empty_cache into the ops'
-                         flags; 2: place them only; 0: the driver model places them */
+                         flags; 2 (TC_TSRUN_FOLLOW): place them only; 0: the driver model places them */
   uint64_t capacity;  /* device bytes (0: an H200's) */
   double fraction;    /* set_per_process_memory_fraction; 0: none */
   uint64_t limit;     /* a per-process limit in bytes (fraction = limit / capacity); 0: none */

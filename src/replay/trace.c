@@ -1,79 +1,9 @@
 /* Trace parser (format in trace.h). */
 #include "trace.h"
 #include "core/error.h"
+#include "core/table.h"
 #include <stdlib.h>
 #include <string.h>
-
-/* Live ids -> slot, open addressing with backward-shift deletion. */
-typedef struct {
-  uint64_t id;
-  size_t slot;
-  uint32_t line;
-  int used;
-} id_entry;
-
-typedef struct {
-  id_entry *t;
-  size_t cap, n; /* cap is a power of 2 */
-} id_map;
-
-static size_t id_hash(uint64_t id, size_t cap) {
-  id ^= id >> 33;
-  id *= 0xff51afd7ed558ccdULL;
-  id ^= id >> 33;
-  return (size_t)id & (cap - 1);
-}
-
-static int id_map_grow(id_map *m) {
-  size_t cap = m->cap ? m->cap * 2 : 64;
-  id_entry *t = calloc(cap, sizeof *t);
-  if (!t) return 0;
-  for (size_t i = 0; i < m->cap; i++) {
-    if (!m->t[i].used) continue;
-    size_t j = id_hash(m->t[i].id, cap);
-    while (t[j].used) j = (j + 1) & (cap - 1);
-    t[j] = m->t[i];
-  }
-  free(m->t);
-  m->t = t;
-  m->cap = cap;
-  return 1;
-}
-
-static id_entry *id_map_find(id_map *m, uint64_t id) {
-  if (!m->cap) return NULL;
-  for (size_t j = id_hash(id, m->cap);; j = (j + 1) & (m->cap - 1)) {
-    if (!m->t[j].used) return NULL;
-    if (m->t[j].id == id) return &m->t[j];
-  }
-}
-
-/* The caller has checked that id is absent. */
-static int id_map_put(id_map *m, uint64_t id, size_t slot, uint32_t line) {
-  if ((m->n + 1) * 2 > m->cap && !id_map_grow(m)) return 0;
-  size_t j = id_hash(id, m->cap);
-  while (m->t[j].used) j = (j + 1) & (m->cap - 1);
-  m->t[j] = (id_entry){id, slot, line, 1};
-  m->n++;
-  return 1;
-}
-
-static void id_map_del(id_map *m, id_entry *e) {
-  size_t mask = m->cap - 1, i = (size_t)(e - m->t), j = i;
-  m->t[i].used = 0;
-  for (;;) {
-    j = (j + 1) & mask;
-    if (!m->t[j].used) break;
-    size_t home = id_hash(m->t[j].id, m->cap);
-    /* move j back into the hole at i unless its home lies in (i, j] */
-    if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j))) {
-      m->t[i] = m->t[j];
-      m->t[j].used = 0;
-      i = j;
-    }
-  }
-  m->n--;
-}
 
 typedef struct {
   const char *s;
@@ -128,7 +58,7 @@ static tcuda_status bad_number(uint32_t line, const char *what, tok t) {
   return PERR("trace line %u: bad %s '%s' (expected a non-negative integer)", line, what, shown(t, q));
 }
 
-static tcuda_status parse_line(const char *s, size_t n, uint32_t line, tc_trace *tr, size_t *cap, id_map *live) {
+static tcuda_status parse_line(const char *s, size_t n, uint32_t line, tc_trace *tr, size_t *cap, tc_u64map *live) {
   tok f[5];
   int nf = 0;
   /* a NUL anywhere, comments included: not a text trace (and a C string
@@ -165,12 +95,12 @@ static tcuda_status parse_line(const char *s, size_t n, uint32_t line, tc_trace 
       return PERR("trace line %u: stream %llu out of range (at most %d)", line, (unsigned long long)st,
                   TC_TRACE_MAX_STREAM);
     op.stream = (uint32_t)st;
-    id_entry *e = id_map_find(live, op.id);
-    if (e)
+    const uint64_t *at = tc_u64map_get(live, op.id); /* live id -> index of its 'a' op */
+    if (at)
       return PERR("trace line %u: id %llu is already live (allocated at line %u)", line,
-                  (unsigned long long)op.id, e->line);
+                  (unsigned long long)op.id, tr->ops[*at].line);
     op.slot = tr->num_slots;
-    if (!id_map_put(live, op.id, op.slot, line))
+    if (!tc_u64map_put(live, op.id, tr->num_ops))
       return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "trace line %u: out of host memory", line);
     tr->num_slots++;
     if (op.stream > tr->max_stream) tr->max_stream = op.stream;
@@ -180,23 +110,18 @@ static tcuda_status parse_line(const char *s, size_t n, uint32_t line, tc_trace 
   case 'f': {
     if (nf != 2) return PERR("trace line %u: expected 'f ID'", line);
     if (!parse_u64(f[1], &op.id)) return bad_number(line, "id", f[1]);
-    id_entry *e = id_map_find(live, op.id);
-    if (!e) return PERR("trace line %u: free of unknown id %llu", line, (unsigned long long)op.id);
-    op.slot = e->slot;
-    id_map_del(live, e);
+    const uint64_t *at = tc_u64map_get(live, op.id);
+    if (!at) return PERR("trace line %u: free of unknown id %llu", line, (unsigned long long)op.id);
+    op.slot = tr->ops[*at].slot;
+    tc_u64map_del(live, op.id);
     break;
   }
   default:
     if (nf != 1) return PERR("trace line %u: '%c' takes no arguments", line, op.kind);
     if (op.kind == 'c') tr->num_checkpoints++;
   }
-  if (tr->num_ops == *cap) {
-    size_t nc = *cap ? *cap * 2 : 256;
-    tc_trace_op *no = realloc(tr->ops, nc * sizeof *no);
-    if (!no) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "trace line %u: out of host memory", line);
-    tr->ops = no;
-    *cap = nc;
-  }
+  if (!tc_grow((void **)&tr->ops, cap, tr->num_ops + 1, sizeof *tr->ops))
+    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "trace line %u: out of host memory", line);
   tr->ops[tr->num_ops++] = op;
   return TCUDA_SUCCESS;
 }
@@ -208,7 +133,7 @@ tcuda_status tc_trace_parse(const char *text, size_t len, tc_trace *out) {
   tc_trace tr = {0};
   tr.first_alloc_stream = -1;
   size_t cap = 0;
-  id_map live = {0};
+  tc_u64map live = {0};
   tcuda_status st = TCUDA_SUCCESS;
   uint32_t line = 0;
   for (size_t i = 0; i < len;) {
@@ -220,7 +145,7 @@ tcuda_status tc_trace_parse(const char *text, size_t len, tc_trace *out) {
     if (st) break;
     i = end + 1;
   }
-  free(live.t);
+  tc_u64map_free(&live);
   if (st) {
     tc_trace_free(&tr);
     return st;

@@ -9,7 +9,9 @@
  * the allocator's state, not the length of the output; the string forms
  * use a sink that gathers it all. */
 #include "alloc/alloc.h"
+#include "backend_wrap.h"
 #include "core/core.h"
+#include "core/table.h"
 #include "inspect/history.h"
 #include "inspect/jsonwrite.h"
 #include "inspect/report.h"
@@ -19,57 +21,42 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TC_H200_BYTES 150109880320ULL
-
 /* every size the parser accepts is one tc_alloc_malloc takes (an OOM at
  * worst), so a parsed trace replays to the end */
 _Static_assert(TC_TRACE_MAX_SIZE <= UINT64_MAX - TC_ROUND_LARGE, "trace sizes must not overflow the rounding");
 #define TC_MAX_TRACE_DEVICES 64 /* device_traces slots a replay snapshot may name */
 
-/* ---- a backend wrapper: logs the segments cudaMalloc returns (GPU), or
- * places expandable reservations where torch's were (simulation) ---- */
+/* ---- the backend's hooks: log the segments cudaMalloc returns (GPU), or
+ * place expandable reservations where torch's were (simulation) ---- */
 
 typedef struct {
   uint64_t addr, size;
 } rec_range;
 
 typedef struct {
-  const tc_backend *inner;
   FILE *log;
   int log_failed;
   tc_backend *sim;  /* with maps: the simulator that takes the bases */
   rec_range *maps;  /* recorded segment_map entries, in order */
-  size_t nmaps, map_pos;
+  size_t nmaps, map_pos, cap_maps;
 } rec_ctx;
 
-static tcuda_status rec_segment_alloc(void *c, int dev, uint64_t size, uint64_t *addr) {
+static void rec_after_alloc(void *c, tcuda_status st, uint64_t addr, uint64_t size) {
   rec_ctx *r = c;
-  tcuda_status st = r->inner->segment_alloc(r->inner->ctx, dev, size, addr);
   if (st == TCUDA_SUCCESS && r->log &&
-      fprintf(r->log, "0x%llx %llu\n", (unsigned long long)*addr, (unsigned long long)size) < 0)
+      fprintf(r->log, "0x%llx %llu\n", (unsigned long long)addr, (unsigned long long)size) < 0)
     r->log_failed = 1;
-  return st;
-}
-static tcuda_status rec_segment_free(void *c, int dev, uint64_t addr, uint64_t size) {
-  rec_ctx *r = c;
-  return r->inner->segment_free(r->inner->ctx, dev, addr, size);
 }
 /* A new segment's first map is at its base, so the next recorded map is
  * where torch's reservation began. */
-static tcuda_status rec_va_reserve(void *c, int dev, uint64_t size, uint64_t *addr) {
+static tcuda_status rec_before_reserve(void *c, uint64_t size) {
   rec_ctx *r = c;
-  if (r->sim) {
-    tcuda_status st = tc_backend_sim_reserve_at(r->sim, r->map_pos < r->nmaps ? &r->maps[r->map_pos].addr : NULL,
-                                                r->map_pos < r->nmaps);
-    if (st) return st;
-  }
-  return r->inner->va_reserve(r->inner->ctx, dev, size, addr);
+  (void)size;
+  if (!r->sim) return TCUDA_SUCCESS;
+  return tc_backend_sim_reserve_at(r->sim, r->map_pos < r->nmaps ? &r->maps[r->map_pos].addr : NULL,
+                                   r->map_pos < r->nmaps);
 }
-static tcuda_status rec_va_release(void *c, int dev, uint64_t addr, uint64_t size) {
-  rec_ctx *r = c;
-  return r->inner->va_release(r->inner->ctx, dev, addr, size);
-}
-static tcuda_status rec_map(void *c, int dev, uint64_t addr, uint64_t size) {
+static tcuda_status rec_before_map(void *c, uint64_t addr, uint64_t size) {
   rec_ctx *r = c;
   if (r->sim && r->map_pos < r->nmaps) {
     const rec_range *m = &r->maps[r->map_pos];
@@ -79,51 +66,16 @@ static tcuda_status rec_map(void *c, int dev, uint64_t addr, uint64_t size) {
                       r->map_pos + 1, (unsigned long long)m->addr, (unsigned long long)m->size,
                       (unsigned long long)addr, (unsigned long long)size);
   }
-  tcuda_status st = r->inner->map(r->inner->ctx, dev, addr, size);
+  return TCUDA_SUCCESS;
+}
+static void rec_after_map(void *c, tcuda_status st, uint64_t addr, uint64_t size) {
+  rec_ctx *r = c;
+  (void)addr;
+  (void)size;
   if (!st && r->sim && r->map_pos < r->nmaps) r->map_pos++;
-  return st;
 }
-static tcuda_status rec_unmap(void *c, int dev, uint64_t addr, uint64_t size) {
-  rec_ctx *r = c;
-  return r->inner->unmap(r->inner->ctx, dev, addr, size);
-}
-static tcuda_status rec_unmap_keep(void *c, int dev, uint64_t addr, uint64_t size) {
-  rec_ctx *r = c;
-  if (!r->inner->unmap_keep) return r->inner->unmap(r->inner->ctx, dev, addr, size);
-  return r->inner->unmap_keep(r->inner->ctx, dev, addr, size);
-}
-static void rec_release_kept(void *c, int dev) {
-  rec_ctx *r = c;
-  if (r->inner->release_kept) r->inner->release_kept(r->inner->ctx, dev);
-}
-static tcuda_status rec_event_record(void *c, int dev, uint64_t stream, void **ev) {
-  rec_ctx *r = c;
-  return r->inner->event_record(r->inner->ctx, dev, stream, ev);
-}
-static int rec_event_query(void *c, void *ev) {
-  rec_ctx *r = c;
-  return r->inner->event_query(r->inner->ctx, ev);
-}
-static tcuda_status rec_event_synchronize(void *c, void *ev) {
-  rec_ctx *r = c;
-  return r->inner->event_synchronize(r->inner->ctx, ev);
-}
-static void rec_event_release(void *c, void *ev) {
-  rec_ctx *r = c;
-  r->inner->event_release(r->inner->ctx, ev);
-}
-static tcuda_status rec_stream_synchronize(void *c, int dev, uint64_t stream) {
-  rec_ctx *r = c;
-  return r->inner->stream_synchronize(r->inner->ctx, dev, stream);
-}
-static tcuda_status rec_device_synchronize(void *c, int dev) {
-  rec_ctx *r = c;
-  return r->inner->device_synchronize(r->inner->ctx, dev);
-}
-static tcuda_status rec_mem_info(void *c, int dev, uint64_t *fr, uint64_t *tot) {
-  rec_ctx *r = c;
-  return r->inner->mem_info(r->inner->ctx, dev, fr, tot);
-}
+static const tc_bwrap_hooks rec_hooks = {.after_alloc = rec_after_alloc, .before_reserve = rec_before_reserve,
+                                         .before_map = rec_before_map, .after_map = rec_after_map};
 
 /* File names and file contents are quoted in messages through this: control
  * bytes (terminal escapes) and bytes outside UTF-8 are shown as \xNN. */
@@ -139,7 +91,7 @@ static tcuda_status load_maps(const char *func, const char *path, rec_ctx *r) {
   FILE *f = fopen(path, "r");
   if (!f) return tc_error(TCUDA_ERROR_IO, "%s: cannot open maps_file '%s': %s", func, q(&qp, path), strerror(errno));
   char line[512];
-  size_t lineno = 0, cap = 0;
+  size_t lineno = 0;
   tcuda_status st = TCUDA_SUCCESS;
   while (!st && fgets(line, sizeof line, f)) {
     lineno++;
@@ -160,37 +112,14 @@ static tcuda_status load_maps(const char *func, const char *path, rec_ctx *r) {
     if (!ok || *p || !v[1] || v[0] + v[1] < v[0]) {
       st = tc_error(TCUDA_ERROR_PARSE, "%s: maps_file %s:%zu: expected 'ADDR SIZE', got '%s'", func, q(&qp, path),
                     lineno, q(&ql, line));
-    } else if (r->nmaps == cap) {
-      size_t nc = cap ? cap * 2 : 64;
-      rec_range *n = realloc(r->maps, nc * sizeof *n);
-      if (!n) st = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
-      else r->maps = n, cap = nc;
+    } else if (!tc_grow((void **)&r->maps, &r->cap_maps, r->nmaps + 1, sizeof *r->maps)) {
+      st = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func);
     }
     if (!st) r->maps[r->nmaps++] = (rec_range){v[0], v[1]};
   }
   if (!st && ferror(f)) st = tc_error(TCUDA_ERROR_IO, "%s: error reading maps_file '%s'", func, q(&qp, path));
   fclose(f);
   return st;
-}
-
-static void rec_wrap(tc_backend *w, rec_ctx *r) {
-  *w = (tc_backend){.name = r->inner->name,
-                    .ctx = r,
-                    .segment_alloc = rec_segment_alloc,
-                    .segment_free = rec_segment_free,
-                    .va_reserve = rec_va_reserve,
-                    .va_release = rec_va_release,
-                    .map = rec_map,
-                    .unmap = rec_unmap,
-                    .event_record = rec_event_record,
-                    .event_query = rec_event_query,
-                    .event_synchronize = rec_event_synchronize,
-                    .event_release = rec_event_release,
-                    .stream_synchronize = rec_stream_synchronize,
-                    .device_synchronize = rec_device_synchronize,
-                    .mem_info = rec_mem_info,
-                    .unmap_keep = rec_unmap_keep,
-                    .release_kept = rec_release_kept};
 }
 
 /* ---- replay ---- */
@@ -203,7 +132,7 @@ typedef struct {
   const tc_trace *tr;
   int simulate, device;
   tc_backend *sim;     /* owned (simulate) */
-  tc_backend wrap;     /* wrapper: GPU with record_addresses, or sim with maps_file */
+  tc_bwrap wrap;       /* GPU with record_addresses, or sim with maps_file */
   rec_ctx rec;
   tc_alloc *a;
   tc_history *hist;    /* history_path: the recorder on a */
@@ -419,7 +348,7 @@ static tcuda_status replay_run(const char *func, const tc_trace *tr, const tcuda
   uint64_t total = 0;
   if (o->simulate) {
     tc_sim_options so = {0};
-    so.capacity = o->capacity ? o->capacity : TC_H200_BYTES;
+    so.capacity = o->capacity ? o->capacity : TC_H200_CAPACITY;
     so.va = o->va_mode ? TC_SIM_VA_ASCENDING : TC_SIM_VA_DRIVER;
     so.addresses_path = o->addresses_file;
     /* the driver's initial layout differs when streams exist before the
@@ -430,11 +359,10 @@ static tcuda_status replay_run(const char *func, const tc_trace *tr, const tcuda
     be = r.sim;
     total = so.capacity;
     if (o->maps_file) {
-      r.rec.inner = r.sim;
       r.rec.sim = r.sim;
       if ((s = load_maps(func, o->maps_file, &r.rec))) { replay_cleanup(&r); return s; }
-      rec_wrap(&r.wrap, &r.rec);
-      be = &r.wrap;
+      tc_bwrap_init(&r.wrap, r.sim, &rec_hooks, &r.rec);
+      be = &r.wrap.be;
     }
   } else {
     if ((s = tc_lazy_init(func)) || (s = tc_resolve_device(func, &r.device))) { replay_cleanup(&r); return s; }
@@ -445,7 +373,6 @@ static tcuda_status replay_run(const char *func, const tc_trace *tr, const tcuda
     total = p.total_memory;
     be = tc_backend_cuda();
     if (o->record_addresses) {
-      r.rec.inner = be;
       r.rec.log = fopen(o->record_addresses, "w");
       if (!r.rec.log) {
         quoted qp;
@@ -454,8 +381,8 @@ static tcuda_status replay_run(const char *func, const tc_trace *tr, const tcuda
         replay_cleanup(&r);
         return s;
       }
-      rec_wrap(&r.wrap, &r.rec);
-      be = &r.wrap;
+      tc_bwrap_init(&r.wrap, be, &rec_hooks, &r.rec);
+      be = &r.wrap.be;
     }
   }
   if ((s = tc_alloc_create(r.device, be, &cfg, total, &r.a))) { replay_cleanup(&r); return s; }

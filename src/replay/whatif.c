@@ -1,5 +1,5 @@
-/* tcuda_whatif_* and tcuda_replay_snapshot_to: a PyTorch history replayed
- * under its own config and others, each row with its minimal memory limit.
+/* tcuda_whatif_*: a PyTorch history replayed under its own config and
+ * others, each row with its minimal memory limit.
  *
  * The history is loaded once; a first replay under the snapshot's own
  * settings, on torch's recorded addresses, infers the empty_cache calls
@@ -11,24 +11,20 @@
  * "no OOM" non-monotone and the check below fails, the search goes on
  * under it. */
 #include "core/core.h"
-#include "inspect/history.h"
 #include "inspect/jsonwrite.h"
-#include "inspect/report.h"
-#include "torchsnap.h"
-#include "trace.h"
+#include "whatif.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#define H200_BYTES 150109880320ULL
-#define GRID ((uint64_t)2 << 20)
+#define GRID TC_WHATIF_GRID
 #define MAX_ROWS 256
 /* Every row follows torch's recorded segment addresses while it asks for
- * the recorded segments (tc_tsrun_opts.exact 2): on the H200 this predicted
+ * the recorded segments (TC_TSRUN_FOLLOW): on the H200 this predicted
  * torch's min_limit where the driver model alone was 2 MiB low. */
-#define FOLLOW 2
+#define FOLLOW TC_TSRUN_FOLLOW
 
 /* ---- the default sweep ---- */
 
@@ -57,17 +53,7 @@ static const char *const SWEEP_LIMITED[] = {
     "garbage_collection_threshold:0.6,max_split_size_mb:128",
 };
 
-typedef struct row {
-  char config[512];
-  const char *source;
-  tc_alloc_config cfg;
-  tc_tsrun_result res;
-  int have_min;
-  uint64_t min_limit;
-  int probes;
-  tcuda_status st;
-  char err[512];
-} row;
+typedef tc_whatif_row row;
 
 typedef struct job {
   const char *func;
@@ -81,39 +67,39 @@ typedef struct job {
 static uint64_t up_grid(uint64_t v) { return (v + GRID - 1) / GRID * GRID; }
 
 /* Does the history run with no OOM under `limit`? */
-static tcuda_status probe(job *j, row *w, uint64_t limit, int *ok) {
-  tc_tsrun_opts o = {.cfg = &w->cfg, .exact = FOLLOW, .capacity = j->o->capacity, .limit = limit,
-                    .stop_at_oom = 1};
+static tcuda_status probe(const char *func, tc_tsnap *h, uint64_t capacity, row *w, uint64_t limit, int *ok) {
+  tc_tsrun_opts o = {.cfg = &w->cfg, .exact = FOLLOW, .capacity = capacity, .limit = limit, .stop_at_oom = 1};
   tc_tsrun_result r;
-  tcuda_status s = tc_tsnap_run(j->func, j->h, &o, &r);
+  tcuda_status s = tc_tsnap_run(func, h, &o, &r);
   w->probes++;
   if (!s) *ok = r.first_oom < 0;
   tc_tsrun_result_free(&r);
   return s;
 }
 
-static tcuda_status min_limit(job *j, row *w, uint64_t peak_alloc, uint64_t peak_reserved) {
-  uint64_t cap = j->o->capacity ? j->o->capacity : H200_BYTES;
+tcuda_status tc_whatif_min_limit(const char *func, tc_tsnap *h, uint64_t capacity, tc_whatif_row *w,
+                                 uint64_t peak_alloc, uint64_t peak_reserved) {
+  uint64_t cap = capacity ? capacity : TC_H200_CAPACITY;
   uint64_t lo = up_grid(peak_alloc ? peak_alloc : 1), hi = up_grid(peak_reserved);
   if (hi < lo) hi = lo;
   int ok = 0;
-  tcuda_status s = probe(j, w, hi, &ok);
+  tcuda_status s = probe(func, h, capacity, w, hi, &ok);
   if (!s && !ok) {
     hi = cap / GRID * GRID;
-    if (!(s = probe(j, w, hi, &ok)) && !ok) return TCUDA_SUCCESS; /* fails even with the whole device */
+    if (!(s = probe(func, h, capacity, w, hi, &ok)) && !ok) return TCUDA_SUCCESS; /* fails even with the whole device */
   }
   for (int round = 0; !s && round < 64; round++) {
     /* smallest fitting limit in [lo, hi], hi known to fit */
     while (!s && lo < hi) {
       uint64_t mid = lo + (hi - lo) / GRID / 2 * GRID;
-      if (!(s = probe(j, w, mid, &ok))) {
+      if (!(s = probe(func, h, capacity, w, mid, &ok))) {
         if (ok) hi = mid;
         else lo = mid + GRID;
       }
     }
     if (s) break;
     int below_ok = 0;
-    if (hi > up_grid(peak_alloc ? peak_alloc : 1) && (s = probe(j, w, hi - GRID, &below_ok))) break;
+    if (hi > up_grid(peak_alloc ? peak_alloc : 1) && (s = probe(func, h, capacity, w, hi - GRID, &below_ok))) break;
     if (!below_ok) {
       w->have_min = 1;
       w->min_limit = hi;
@@ -125,23 +111,22 @@ static tcuda_status min_limit(job *j, row *w, uint64_t peak_alloc, uint64_t peak
   return s;
 }
 
-static void run_row(job *j, row *w) {
-  const tcuda_whatif_options_t *o = j->o;
+void tc_whatif_run_row(const char *func, tc_tsnap *h, const tcuda_whatif_options_t *o, tc_whatif_row *w) {
   tc_tsrun_opts ro = {.cfg = &w->cfg, .exact = FOLLOW, .capacity = o->capacity,
                      .fraction = o->memory_fraction, .series_points = o->series_points};
-  tcuda_status s = tc_tsnap_run(j->func, j->h, &ro, &w->res);
+  tcuda_status s = tc_tsnap_run(func, h, &ro, &w->res);
   uint64_t pa = w->res.peak_allocated, pr = w->res.peak_reserved;
   if (!s && !o->no_min_limit) {
     if (o->memory_fraction > 0) { /* the bounds come from a run with no limit */
       tc_tsrun_opts free_run = {.cfg = &w->cfg, .exact = FOLLOW, .capacity = o->capacity};
       tc_tsrun_result r;
-      if (!(s = tc_tsnap_run(j->func, j->h, &free_run, &r))) {
+      if (!(s = tc_tsnap_run(func, h, &free_run, &r))) {
         pa = r.peak_allocated;
         pr = r.peak_reserved;
         tc_tsrun_result_free(&r);
       }
     }
-    if (!s) s = min_limit(j, w, pa, pr);
+    if (!s) s = tc_whatif_min_limit(func, h, o->capacity, w, pa, pr);
   }
   w->st = s;
   if (s) snprintf(w->err, sizeof w->err, "%s", tcuda_last_error());
@@ -152,7 +137,7 @@ static void *worker(void *arg) {
   for (;;) {
     size_t k = atomic_fetch_add(&j->next, 1);
     if (k >= j->nrows) break;
-    run_row(j, &j->rows[k]);
+    tc_whatif_run_row(j->func, j->h, j->o, &j->rows[k]);
   }
   return NULL;
 }
@@ -205,9 +190,7 @@ static void put_row(tc_sbuf *b, const tc_tsnap *h, const row *w) {
   tc_sbuf_puts(b, "}");
 }
 
-/* Among the rows a PyTorch user can set: the lowest min_limit, then the
- * fewest retries, then the fewest segment calls. */
-static const row *recommend(const row *rows, size_t n) {
+const tc_whatif_row *tc_whatif_recommend(const tc_whatif_row *rows, size_t n) {
   const row *best = NULL;
   for (size_t i = 0; i < n; i++) {
     const row *w = &rows[i];
@@ -224,7 +207,7 @@ static const row *recommend(const row *rows, size_t n) {
 static char *document(const tc_tsnap *h, const tcuda_whatif_options_t *o, const row *rows, size_t n,
                       const tc_tsrun_result *exact) {
   tc_sbuf b = {0};
-  uint64_t cap = o->capacity ? o->capacity : H200_BYTES;
+  uint64_t cap = o->capacity ? o->capacity : TC_H200_CAPACITY;
   tc_sbuf_printf(&b, "{\"snapshot\": {\"device\": %d, \"devices\": %d, \"entries\": %zu, \"requests\": %zu, ",
                  h->device, h->num_devices, h->num_entries, h->num_requests);
   tc_sbuf_printf(&b, "\"truncated\": %s, \"capacity\": %llu, \"fraction\": ", h->truncated ? "true" : "false",
@@ -244,7 +227,7 @@ static char *document(const tc_tsnap *h, const tcuda_whatif_options_t *o, const 
     put_row(&b, h, &rows[i]);
   }
   tc_sbuf_puts(&b, "],\n \"recommended\": ");
-  const row *best = recommend(rows, n);
+  const row *best = tc_whatif_recommend(rows, n);
   if (best && rows[0].have_min) {
     int64_t save = (int64_t)rows[0].min_limit - (int64_t)best->min_limit;
     tc_sbuf_puts(&b, "{\"config\": ");
@@ -400,114 +383,6 @@ tcuda_status tcuda_whatif_buffer(const void *data, size_t len, const tcuda_whati
   tc_tsnap h;
   if ((s = tc_tsnap_load(F, data ? data : "", len, o->device, &h))) return s;
   s = whatif(F, &h, o, json_out);
-  tc_tsnap_free(&h);
-  return s;
-}
-
-/* ---- tcuda replay --simulate SNAPSHOT ---- */
-
-typedef struct {
-  const char *func;
-  tc_tsnap *h;
-  tcuda_status (*write)(void *, const char *, size_t);
-  void *user;
-  int first, sink_failed;
-  tc_history *hist;
-  const char *history_path;
-  const tc_alloc_config *cfg;
-  const char *conf_text;
-} snap_out;
-
-static tcuda_status emit(snap_out *so, const char *p, size_t n) {
-  tcuda_status s = so->write(so->user, p, n);
-  if (!s) return s;
-  so->sink_failed = 1;
-  if (s == TCUDA_ERROR_HOST_OUT_OF_MEMORY) return tc_error(s, "%s: out of host memory", so->func);
-  return tc_error(s, "%s: the output callback returned %s", so->func, tcuda_status_name(s));
-}
-
-static tcuda_status on_checkpoint(void *user, tc_alloc *a, int last) {
-  snap_out *so = user;
-  tcuda_memory_stats_t st;
-  tc_alloc_get_stats(a, &st);
-  tcuda_snapshot_t *snap = NULL;
-  tcuda_status s = tc_alloc_snapshot(a, &snap);
-  if (s) return s;
-  char *sj = tc_report_stats_json_window(&st, so->h->truncated);
-  char *gj = tc_report_snapshot_json(snap, NULL, NULL);
-  tc_snapshot_free(snap);
-  if (!sj || !gj) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", so->func);
-  const char *head = so->first ? "[\n{\"stats\": " : ",\n{\"stats\": ";
-  if (!s && !(s = emit(so, head, strlen(head))) && !(s = emit(so, sj, strlen(sj))) &&
-      !(s = emit(so, ", \"segments\": ", 14)) && !(s = emit(so, gj, strlen(gj))))
-    s = emit(so, "}", 1);
-  so->first = 0;
-  free(sj);
-  free(gj);
-  if (!s && last && so->history_path)
-    s = tc_replay_write_history(so->func, a, so->hist, 0, so->cfg, so->conf_text, so->history_path, NULL, NULL);
-  if (!s && last) s = emit(so, "\n]\n", 3);
-  return s;
-}
-
-static tcuda_status on_create(void *user, tc_alloc *a) {
-  snap_out *so = user;
-  if (so->hist) tc_alloc_set_trace(a, tc_history_trace, so->hist);
-  return TCUDA_SUCCESS;
-}
-
-tcuda_status tcuda_replay_snapshot_to(const char *snapshot_path, const tcuda_replay_options_t *opt,
-                                      tcuda_status (*write_fn)(void *user, const char *bytes, size_t n), void *user) {
-  static const char *F = "tcuda_replay_snapshot_to";
-  TC_CHECK_ARG(F, snapshot_path, "snapshot_path");
-  TC_CHECK_ARG(F, write_fn, "write_fn");
-  TC_CHECK_ARG(F, opt, "opt");
-  if (opt->struct_size < sizeof(tcuda_replay_options_t))
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: opt->struct_size %zu is not sizeof(tcuda_replay_options_t) (%zu)",
-                    F, opt->struct_size, sizeof(tcuda_replay_options_t));
-  if (opt->simulate != 1)
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: a snapshot replays on the simulated device only (simulate = 1)", F);
-  if (opt->addresses_file || opt->maps_file || opt->record_addresses || opt->va_mode)
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT,
-                    "%s: addresses_file, maps_file, record_addresses and va_mode do not apply to a snapshot (it "
-                    "holds its own addresses)",
-                    F);
-  if (!(opt->memory_fraction >= 0.0 && opt->memory_fraction <= 1.0))
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: memory_fraction %g out of range (0~1)", F, opt->memory_fraction);
-  if (opt->history_path && !*opt->history_path)
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: history_path is empty", F);
-  if (opt->device < -1) return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: device %d is negative", F, opt->device);
-  tc_alloc_config cfg;
-  tc_alloc_config_default(&cfg);
-  int given = opt->config && *opt->config;
-  tcuda_status s = TCUDA_SUCCESS;
-  if (given) {
-    char src[64];
-    snprintf(src, sizeof src, "%s: config", F);
-    if ((s = tc_alloc_config_parse_named(src, opt->config, &cfg))) return s;
-  }
-  tc_tsnap h;
-  if ((s = tc_tsnap_load_file(F, snapshot_path, opt->device, &h))) return s;
-  snap_out so = {.func = F, .h = &h, .write = write_fn, .user = user, .first = 1, .history_path = opt->history_path,
-                 .cfg = given ? &cfg : &h.cfg, .conf_text = given ? opt->config : h.conf_text};
-  if (opt->history_path && (s = tc_history_create(0, 0, &so.hist))) {
-    tc_tsnap_free(&h);
-    return s;
-  }
-  tc_tsrun_result r;
-  if (given) { /* torch's run first, to find the empty_cache calls */
-    tc_tsrun_opts eo = {.exact = 1, .capacity = opt->capacity, .fraction = opt->memory_fraction};
-    if (!(s = tc_tsnap_run(F, &h, &eo, &r))) tc_tsrun_result_free(&r);
-  }
-  if (!s) {
-    tc_tsrun_opts ro = {.cfg = &cfg, .exact = given ? FOLLOW : 1, .capacity = opt->capacity,
-                       .fraction = opt->memory_fraction, .checkpoint = on_checkpoint, .user = &so,
-                       .on_create = on_create, .on_oom = opt->on_oom, .oom_user = opt->on_oom_user};
-    if (!given) ro.cfg = NULL;
-    s = tc_tsnap_run(F, &h, &ro, &r);
-    if (!s) tc_tsrun_result_free(&r);
-  }
-  tc_history_destroy(so.hist);
   tc_tsnap_free(&h);
   return s;
 }

@@ -147,7 +147,7 @@ static void test_replay_addresses(void) {
   /* Through the allocator: its cudaMallocs get the recorded addresses. */
   be = mk(TC_SIM_VA_ASCENDING, 0, p, 0);
   tc_alloc *a = NULL;
-  CHECK_OK(tc_alloc_create(0, be, NULL, 150109880320ull, &a));
+  CHECK_OK(tc_alloc_create(0, be, NULL, TC_H200_CAPACITY, &a));
   uint64_t x = 0, y = 0;
   CHECK_OK(tc_alloc_malloc(a, 100, 0, &x));
   CHECK_OK(tc_alloc_malloc(a, 5 * MiB, 0, &y));

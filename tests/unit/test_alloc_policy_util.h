@@ -59,7 +59,7 @@ static __attribute__((unused)) void fx_setup(const char *conf, tc_sim_va va, uin
   FX.wrap.va_release = fx_va_release;
   tc_alloc_config cfg;
   CHECK_OK(tc_alloc_config_parse(conf, &cfg));
-  CHECK_OK(tc_alloc_create(0, &FX.wrap, &cfg, total ? total : 150109880320ull, &FX.a));
+  CHECK_OK(tc_alloc_create(0, &FX.wrap, &cfg, total ? total : TC_H200_CAPACITY, &FX.a));
 }
 
 static __attribute__((unused)) void fx_teardown(void) {

@@ -148,7 +148,7 @@ static void run(unsigned seed, const scenario *sc, int nops) {
   s = tc_backend_sim_create(&so, &be);
   PCHECK(s == TCUDA_SUCCESS, "sim: %s", tcuda_last_error());
   if (s) return;
-  uint64_t total = sc->capacity ? sc->capacity : 150109880320ULL;
+  uint64_t total = sc->capacity ? sc->capacity : TC_H200_CAPACITY;
   tc_alloc *a = NULL;
   s = tc_alloc_create(0, be, &cfg, total, &a);
   PCHECK(s == TCUDA_SUCCESS, "create: %s", tcuda_last_error());
@@ -207,7 +207,7 @@ static void run(unsigned seed, const scenario *sc, int nops) {
     tc_alloc_get_stats(a, &st);
     printf("  seed %u '%s'%s (%" PRIu64 " GiB device): %d ops, %d OOMs, reserved peak %" PRId64 " MiB, %" PRId64 " cudaMallocs, %" PRId64
            " syncs, oversize %" PRId64 "\n",
-           seed, sc->conf, sc->grown_first ? " after next fit was earned" : "", (uint64_t)((sc->capacity ? sc->capacity : 150109880320ULL) >> 30), cur_op, ooms, st.reserved_bytes[0].peak >> 20,
+           seed, sc->conf, sc->grown_first ? " after next fit was earned" : "", (uint64_t)((sc->capacity ? sc->capacity : TC_H200_CAPACITY) >> 30), cur_op, ooms, st.reserved_bytes[0].peak >> 20,
            st.num_device_alloc, st.num_sync_all_streams, st.oversize_allocations.allocated);
   }
   /* freeing everything and emptying the cache returns every byte */

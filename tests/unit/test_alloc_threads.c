@@ -65,7 +65,7 @@ static int span_cmp(const void *x, const void *y) {
 static void test_threads(void) {
   tc_sim_options o = {0, TC_SIM_VA_DRIVER, NULL, 0};
   CHECK_OK(tc_backend_sim_create(&o, &SIM));
-  CHECK_OK(tc_alloc_create(0, SIM, NULL, 150109880320ull, &A));
+  CHECK_OK(tc_alloc_create(0, SIM, NULL, TC_H200_CAPACITY, &A));
   pthread_barrier_init(&barrier, NULL, NTHREADS + 1);
   static worker_t w[NTHREADS];
   pthread_t th[NTHREADS];
@@ -193,7 +193,7 @@ static void *hot_worker(void *arg) {
 static void test_hot_pairs_many_threads(void) {
   tc_sim_options o = {0, TC_SIM_VA_DRIVER, NULL, 0};
   CHECK_OK(tc_backend_sim_create(&o, &SIM));
-  CHECK_OK(tc_alloc_create(0, SIM, NULL, 150109880320ull, &A));
+  CHECK_OK(tc_alloc_create(0, SIM, NULL, TC_H200_CAPACITY, &A));
   pthread_barrier_init(&barrier, NULL, HOT_THREADS);
   static hot_t h[HOT_THREADS];
   pthread_t th[HOT_THREADS];
