@@ -8,7 +8,7 @@ PYTORCH_ALLOC_CONF and TCUDA_ALLOC_CONF removed from the environment:
   tcuda    tcuda, TCUDA_ALLOC_CONF unset: the torch-identical policy
   compact  tcuda, TCUDA_ALLOC_CONF=policy:compact
 
-The requirement (docs/allocator.md, "The compact policy"), checked by check():
+The requirement (docs/compact.md), checked by check():
   - compact's physical memory (cudaMemGetInfo) stays within
     max(1.10 x torch's peak allocated, torch's peak allocated + 4 MiB);
   - compact's losses are tcuda's (torch-identical policy) bit for bit;
