@@ -155,7 +155,7 @@ int main(int argc, char **argv) {
     tc_arena *ar = tc_arena_create();
     tc_pv *root = NULL;
     t0 = now_s();
-    if (!ar || tc_pv_parse(F, data, len, ar, &root)) die("tc_pv_parse");
+    if (!ar || tc_pv_parse(F, data, len, NULL, ar, &root)) die("tc_pv_parse");
     double t = now_s() - t0;
     if (t < t_parse) t_parse = t;
     tc_arena_destroy(ar);
@@ -163,7 +163,7 @@ int main(int argc, char **argv) {
   tc_tsnap h;
   for (int r = 0; r < reps; r++) {
     t0 = now_s();
-    if (tc_tsnap_load(F, data, len, -1, &h)) die("tc_tsnap_load");
+    if (tc_tsnap_load(F, data, len, -1, NULL, &h)) die("tc_tsnap_load");
     double t = now_s() - t0;
     if (t < t_load) t_load = t;
     if (r + 1 < reps) tc_tsnap_free(&h);

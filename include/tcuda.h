@@ -552,6 +552,8 @@ typedef struct tcuda_replay_options {
      ..."), before the replay goes on; NULL: none */
   void (*on_oom)(void *user, unsigned line, const char *message);
   void *on_oom_user;
+  uint64_t max_input_bytes; /* the largest input file read (trace or snapshot); 0: 1 GiB */
+  uint64_t work_budget;     /* snapshots: units of work allowed (docs/whatif.md); 0: a multiple of the input's size */
 } tcuda_replay_options_t;
 #define TCUDA_REPLAY_OPTIONS_INIT {.struct_size = sizeof(tcuda_replay_options_t), .device = -1}
 
@@ -623,7 +625,9 @@ TCUDA_API tcuda_status tcuda_replay_file_to(const char *trace_path, const tcuda_
  * *.freed, num_*) are then null, and peaks are those of the window. A
  * request that fails is an OOM in the stats, not an error; opt->on_oom is
  * called for it with its position among the history's requests (alloc and
- * oom entries, from 0) in place of a trace line. */
+ * oom entries, from 0) in place of a trace line. The output counts against
+ * opt->work_budget (a unit per byte): past it the replay stops with an
+ * error naming the file and the limit, the array left unclosed. */
 TCUDA_API tcuda_status tcuda_replay_snapshot_to(const char *snapshot_path, const tcuda_replay_options_t *opt,
                                                 tcuda_status (*write_fn)(void *user, const char *bytes, size_t n),
                                                 void *user);
@@ -640,6 +644,8 @@ typedef struct tcuda_whatif_options {
   int series_points;             /* > 0: each row gets "series", reserved and allocated maxima at up
                                     to this many points of the history's time (for charts) */
   int no_min_limit;              /* 1: skip the min_limit search (null) */
+  uint64_t max_input_bytes;      /* tcuda_whatif_file: the largest file read; 0: 1 GiB */
+  uint64_t work_budget;          /* units of work allowed (docs/whatif.md); 0: a multiple of the input's size */
 } tcuda_whatif_options_t;
 #define TCUDA_WHATIF_OPTIONS_INIT {.struct_size = sizeof(tcuda_whatif_options_t), .device = -1}
 

@@ -97,6 +97,14 @@ int cli_alloc_config(const cli_cmd *c, const char *option_value, const char **co
   "  --capacity BYTES: the simulated device's memory; default an H200's 150109880320 bytes.\n"       \
   "          Plain bytes, or with a unit: 80GB = 80e9, 80GiB = 80*2^30 (kB MB GB TB, KiB MiB GiB TiB).\n"
 
+/* --max-input: the largest input file a command reads (a device such as
+ * /dev/zero, or a hostile file, would otherwise fill memory). */
+#define CLI_MAX_INPUT_HELP                                                                              \
+  "  --max-input BYTES: the largest input file read (default 1GiB); a larger one exits 1.\n"
+#define CLI_WORK_BUDGET_HELP                                                                            \
+  "  --work-budget N: the work a snapshot may cost, in units (values, blocks, bytes made; default\n"   \
+  "          a multiple of its size); past it the command exits 1, naming the limit.\n"
+
 /* A replay's OOM observer: torch's message for each request that did not
  * fit, on stderr as "tcuda NAME: trace line N: CUDA out of memory. ...".
  * Pass the cli_cmd as user. */

@@ -16,9 +16,9 @@ static const cli_cmd CMD = {
     "usage: tcuda replay [--simulate [--va driver|ascending] [--addresses FILE] [--maps FILE]\n"
     "                               [--capacity BYTES]]\n"
     "                    [--record-addresses FILE] [--config CONF] [--fraction F] [--device N]\n"
-    "                    [--history SNAPSHOT] TRACE\n"
+    "                    [--history SNAPSHOT] [--max-input BYTES] TRACE\n"
     "       tcuda replay --simulate [--config CONF] [--capacity BYTES] [--fraction F] [--device N]\n"
-    "                    [--history OUT] SNAPSHOT\n",
+    "                    [--history OUT] [--max-input BYTES] [--work-budget N] SNAPSHOT\n",
     "  Replays TRACE on a fresh caching allocator and prints, per checkpoint, memory_stats() and\n"
     "  the segments as JSON. On the real GPU by default; --simulate replays on a simulated H200\n"
     "  (no GPU needed). A request that does not fit is an OOM, as in torch: its message (torch's\n"
@@ -33,6 +33,8 @@ static const cli_cmd CMD = {
     "          exact --simulate --addresses rerun).\n"
     "  --history: record the allocator history and write a snapshot at the end (a memory_viz\n"
     "             pickle, or JSON if SNAPSHOT ends in .json): open it with 'tcuda viz'\n"
+    CLI_MAX_INPUT_HELP
+    CLI_WORK_BUDGET_HELP
     "  TRACE lines: 'a ID SIZE [STREAM]', 'f ID', 'c' (checkpoint), 'e' (empty_cache), 'r' (reset peaks)\n"
     "  A malformed trace or addresses file exits 1; so does a replay without --simulate on a\n"
     "  machine without a GPU.\n"
@@ -97,13 +99,14 @@ static int replay_snapshot(const char *path, tcuda_replay_options_t *o, const ch
 }
 
 int cmd_replay(int argc, char **argv) {
-  enum { O_SIM = 256, O_VA, O_ADDR, O_MAPS, O_CAP, O_CONF, O_DEV, O_FRAC, O_REC, O_HIST };
+  enum { O_SIM = 256, O_VA, O_ADDR, O_MAPS, O_CAP, O_CONF, O_DEV, O_FRAC, O_REC, O_HIST, O_MAXIN, O_BUDGET };
   static const struct option longopts[] = {
       {"simulate", no_argument, NULL, O_SIM},           {"va", required_argument, NULL, O_VA},
       {"addresses", required_argument, NULL, O_ADDR},   {"maps", required_argument, NULL, O_MAPS},
       {"capacity", required_argument, NULL, O_CAP},     {"config", required_argument, NULL, O_CONF},
       {"device", required_argument, NULL, O_DEV},       {"fraction", required_argument, NULL, O_FRAC},
       {"record-addresses", required_argument, NULL, O_REC}, {"history", required_argument, NULL, O_HIST},
+      {"max-input", required_argument, NULL, O_MAXIN},  {"work-budget", required_argument, NULL, O_BUDGET},
       {"help", no_argument, NULL, 'h'},                 {0}};
   tcuda_replay_options_t o = TCUDA_REPLAY_OPTIONS_INIT;
   const char *config = NULL;
@@ -128,6 +131,15 @@ int cmd_replay(int argc, char **argv) {
       sim_only = 1;
       break;
     case O_CONF: config = v; break;
+    case O_MAXIN:
+      if (!cli_parse_bytes(&CMD, "--max-input", v, &n)) return CLI_USAGE;
+      if (!n) return cli_usage_error(&CMD, "--max-input '%s': must be at least 1 byte", v);
+      o.max_input_bytes = n;
+      break;
+    case O_BUDGET:
+      if (!cli_parse_whole(&CMD, "--work-budget", v, "work budget", 1, UINT64_MAX, &n)) return CLI_USAGE;
+      o.work_budget = n;
+      break;
     case O_HIST:
       if (!*v) return cli_usage_error(&CMD, "--history needs a file name");
       o.history_path = v;
@@ -162,6 +174,7 @@ int cmd_replay(int argc, char **argv) {
   }
   if (sim_only && !o.simulate)
     return cli_usage_error(&CMD, "--va, --addresses, --maps and --capacity need --simulate");
+  if (o.work_budget) return cli_usage_error(&CMD, "--work-budget applies to a snapshot, not a trace");
   if (o.simulate && o.record_addresses)
     return cli_usage_error(&CMD, "--record-addresses (record_addresses) needs the real GPU, not --simulate");
   if (!cli_alloc_config(&CMD, config, &o.config, &rc)) return rc;

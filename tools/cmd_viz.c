@@ -14,10 +14,11 @@ extern const unsigned long tcuda_viz_html_len;
 
 static const cli_cmd CMD = {
     "viz",
-    "usage: tcuda viz SNAPSHOT [-o REPORT.html]\n",
+    "usage: tcuda viz SNAPSHOT [-o REPORT.html] [--max-input BYTES]\n",
     "  SNAPSHOT: a pickle (tcuda_memory_snapshot_dump, tcuda replay --history, or torch's\n"
     "            _dump_snapshot) or its JSON form. Without -o the page goes to stdout.\n"
     "  -o, --output FILE: write the page there.\n"
+    CLI_MAX_INPUT_HELP
     "  A file that is not a snapshot exits 1.\n"};
 
 static int fail(const char *fmt, const char *a, const char *b) {
@@ -27,24 +28,33 @@ static int fail(const char *fmt, const char *a, const char *b) {
   return 1;
 }
 
-static char *read_all(const char *path, size_t *len) {
+/* The file, at most cap bytes: NULL with errno set (EFBIG past the cap,
+ * ENOMEM when memory runs out: the read stops there, never going on from a
+ * device that does not end). */
+static char *read_all(const char *path, uint64_t cap, size_t *len) {
   FILE *f = fopen(path, "rb");
   if (!f) return NULL;
-  size_t cap = 1 << 16, n = 0;
-  char *p = malloc(cap);
+  size_t room = 1 << 16, n = 0;
+  char *p = malloc(room);
+  int err = p ? 0 : ENOMEM;
   while (p) {
-    if (n == cap) {
-      char *q = realloc(p, cap *= 2);
-      if (!q) { free(p); p = NULL; break; }
+    if (n == room) {
+      char *q = room <= SIZE_MAX / 2 ? realloc(p, room * 2) : NULL;
+      if (!q) { free(p); p = NULL; err = ENOMEM; break; }
       p = q;
+      room *= 2;
     }
-    size_t r = fread(p + n, 1, cap - n, f);
+    size_t want = room - n;
+    if (want > cap + 1 - n) want = (size_t)(cap + 1 - n); /* a byte past the cap shows it is exceeded */
+    size_t r = fread(p + n, 1, want, f);
     n += r;
-    if (r == 0) break;
+    if (n > cap) { free(p); p = NULL; err = EFBIG; break; }
+    if (r < want) break;
   }
-  if (p && ferror(f)) { free(p); p = NULL; errno = EIO; }
+  if (p && ferror(f)) { free(p); p = NULL; err = EIO; }
   fclose(f);
   *len = n;
+  if (!p) errno = err;
   return p;
 }
 
@@ -172,12 +182,22 @@ static const char *json_snapshot_problem(const char *text, size_t n) {
 }
 
 int cmd_viz(int argc, char **argv) {
-  static const struct option longopts[] = {
-      {"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'}, {0}};
+  enum { O_MAXIN = 256 };
+  static const struct option longopts[] = {{"output", required_argument, NULL, 'o'},
+                                           {"max-input", required_argument, NULL, O_MAXIN},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {0}};
   const char *in = NULL, *out = NULL;
+  uint64_t cap = (uint64_t)1 << 30;
   int ch, rc;
   while ((ch = cli_getopt(&CMD, argc, argv, "ho:", longopts, &rc)) != -1) {
     if (ch == CLI_DONE) return rc;
+    if (ch == O_MAXIN) {
+      if (!cli_parse_bytes(&CMD, "--max-input", optarg, &cap)) return CLI_USAGE;
+      if (!cap) return cli_usage_error(&CMD, "--max-input '%s': must be at least 1 byte", optarg);
+      if (cap > SIZE_MAX - 1) cap = SIZE_MAX - 1;
+      continue;
+    }
     if (!*optarg) return cli_usage_error(&CMD, "-o needs a file name");
     out = optarg;
   }
@@ -185,7 +205,12 @@ int cmd_viz(int argc, char **argv) {
   if (argc - optind > 1) return cli_usage_error(&CMD, "more than one snapshot ('%s')", argv[optind + 1]);
   in = argv[optind];
   size_t n = 0;
-  char *data = read_all(in, &n);
+  char *data = read_all(in, cap, &n);
+  if (!data && errno == EFBIG) {
+    char m[64];
+    snprintf(m, sizeof m, "%llu", (unsigned long long)cap);
+    return fail("'%s': larger than the input cap of %s bytes (--max-input raises it)", in, m);
+  }
   if (!data) return fail("cannot read '%s': %s", in, strerror(errno));
   size_t k = 0;
   while (k < n && strchr(" \t\r\n", data[k])) k++;

@@ -22,7 +22,7 @@ extern const unsigned long tcuda_whatif_html_len;
 static const cli_cmd CMD = {
     "whatif",
     "usage: tcuda whatif SNAPSHOT [--config CONF]... [--capacity BYTES] [--fraction F] [--device N]\n"
-    "                    [--threads N] [--json] [--html OUT]\n",
+    "                    [--threads N] [--json] [--html OUT] [--max-input BYTES] [--work-budget N]\n",
     "  Replays the history in a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot()'s\n"
     "  pickle, or its JSON form) on the simulated device, first under the allocator settings it\n"
     "  was recorded with (row 'recorded': torch's run, reproduced), then under each --config, and\n"
@@ -45,6 +45,8 @@ static const cli_cmd CMD = {
     "  --html OUT: also write one self-contained page (no network): a chart of reserved and\n"
     "          allocated bytes over time for every row, the table, the recommendation and each\n"
     "          row's first-OOM stack.\n"
+    CLI_MAX_INPUT_HELP
+    CLI_WORK_BUDGET_HELP
     "  A file that is not a snapshot, or a pickle that would build objects or call anything,\n"
     "  exits 1. A history that runs out of memory succeeds (the OOMs are in the table).\n"};
 
@@ -395,12 +397,13 @@ static int write_page(const char *path, const char *json) {
 /* ---- the command ---- */
 
 int cmd_whatif(int argc, char **argv) {
-  enum { O_CONF = 256, O_CAP, O_FRAC, O_DEV, O_THREADS, O_JSON, O_HTML };
+  enum { O_CONF = 256, O_CAP, O_FRAC, O_DEV, O_THREADS, O_JSON, O_HTML, O_MAXIN, O_BUDGET };
   static const struct option longopts[] = {
       {"config", required_argument, NULL, O_CONF}, {"capacity", required_argument, NULL, O_CAP},
       {"fraction", required_argument, NULL, O_FRAC}, {"device", required_argument, NULL, O_DEV},
       {"threads", required_argument, NULL, O_THREADS}, {"json", no_argument, NULL, O_JSON},
-      {"html", required_argument, NULL, O_HTML}, {"help", no_argument, NULL, 'h'}, {0}};
+      {"html", required_argument, NULL, O_HTML}, {"max-input", required_argument, NULL, O_MAXIN},
+      {"work-budget", required_argument, NULL, O_BUDGET}, {"help", no_argument, NULL, 'h'}, {0}};
   static const char *configs[MAX_CONFIGS];
   tcuda_whatif_options_t o = TCUDA_WHATIF_OPTIONS_INIT;
   const char *html = NULL;
@@ -434,6 +437,15 @@ int cmd_whatif(int argc, char **argv) {
       o.threads = (int)n;
       break;
     case O_JSON: json = 1; break;
+    case O_MAXIN:
+      if (!cli_parse_bytes(&CMD, "--max-input", v, &n)) return CLI_USAGE;
+      if (!n) return cli_usage_error(&CMD, "--max-input '%s': must be at least 1 byte", v);
+      o.max_input_bytes = n;
+      break;
+    case O_BUDGET:
+      if (!cli_parse_whole(&CMD, "--work-budget", v, "work budget", 1, UINT64_MAX, &n)) return CLI_USAGE;
+      o.work_budget = n;
+      break;
     case O_HTML:
       if (!*v) return cli_usage_error(&CMD, "--html needs a file name");
       html = v;

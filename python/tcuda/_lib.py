@@ -216,7 +216,8 @@ class GraphScopeT(Structure):
 class WhatifOptionsT(Structure):
     _fields_ = [("struct_size", c_size_t), ("configs", POINTER(c_char_p)), ("num_configs", c_size_t),
                 ("capacity", c_uint64), ("memory_fraction", c_double), ("device", c_int), ("threads", c_int),
-                ("series_points", c_int), ("no_min_limit", c_int)]
+                ("series_points", c_int), ("no_min_limit", c_int), ("max_input_bytes", c_uint64),
+                ("work_budget", c_uint64)]
 
 
 P = POINTER

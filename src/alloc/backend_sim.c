@@ -41,9 +41,13 @@ typedef struct sim_chunk {
   int permanent; /* held by the driver: never released */
 } sim_chunk;
 
+/* Live segments are disjoint; they are kept in a treap by address (node 0
+ * is the null link), so that freeing one and checking a range for overlap
+ * cost O(log n) however many a replay holds. */
 typedef struct sim_live {
   uint64_t addr, size;
   sim_chunk *chunk; /* NULL for recorded or ascending placements */
+  uint32_t pri, l, r;
 } sim_live;
 
 typedef struct sim_range {
@@ -72,13 +76,14 @@ typedef struct sim {
   sim_chunk **chunks; /* sorted by base */
   sim_chunk **byage;  /* the same, oldest first */
   size_t nchunks, capchunks, capbyage;
-  sim_live *live;
-  size_t nlive, caplive;
+  sim_live *live;       /* treap nodes; free ones are chained through l */
+  size_t nlive, caplive; /* live segments; nodes allocated, node 0 included */
+  uint32_t live_root, live_free, live_rng;
   uint64_t ceiling; /* new chunks go below this... */
   uint64_t lowmark; /* ...and below the lowest live chunk, unless a gap takes them */
   uint64_t asc_next;
   sim_range *rec; /* recorded addresses */
-  size_t nrec, rec_pos;
+  size_t nrec, rec_pos, caprec;
   uint64_t rec_low, rec_high;
   sim_res *res;
   size_t nres, capres;
@@ -134,15 +139,88 @@ static void chunk_remove(sim *s, sim_chunk *c) {
   free(c);
 }
 
-static int overlaps_live(const sim *s, uint64_t addr, uint64_t size, size_t *which) {
-  for (size_t i = 0; i < s->nlive; i++) {
-    const sim_live *l = &s->live[i];
-    if (addr < l->addr + l->size && l->addr < addr + size) {
-      if (which) *which = i;
-      return 1;
+/* ---- live segments ---- */
+
+/* t's nodes with addresses below key into *a, the rest into *b */
+static void live_split(sim_live *v, uint32_t t, uint64_t key, uint32_t *a, uint32_t *b) {
+  if (!t) {
+    *a = *b = 0;
+  } else if (v[t].addr < key) {
+    live_split(v, v[t].r, key, &v[t].r, b);
+    *a = t;
+  } else {
+    live_split(v, v[t].l, key, a, &v[t].l);
+    *b = t;
+  }
+}
+
+static uint32_t live_merge(sim_live *v, uint32_t a, uint32_t b) {
+  if (!a || !b) return a ? a : b;
+  if (v[a].pri > v[b].pri) {
+    v[a].r = live_merge(v, v[a].r, b);
+    return a;
+  }
+  v[b].l = live_merge(v, a, v[b].l);
+  return b;
+}
+
+/* Room for one more node: 1, or 0 on host OOM. */
+static int live_reserve(sim *s) {
+  if (s->live_free) return 1;
+  size_t cap = s->caplive;
+  if (s->nlive + 2 > UINT32_MAX || !tc_grow((void **)&s->live, &cap, s->nlive + 2, sizeof *s->live)) return 0;
+  s->caplive = cap;
+  return 1;
+}
+
+/* After live_reserve. */
+static void live_add(sim *s, uint64_t addr, uint64_t size, sim_chunk *chunk) {
+  uint32_t n = s->live_free;
+  if (n) s->live_free = s->live[n].l;
+  else n = (uint32_t)(s->nlive + 1); /* with no free node, nodes 1..nlive are all in use */
+  s->live_rng ^= s->live_rng << 13;
+  s->live_rng ^= s->live_rng >> 17;
+  s->live_rng ^= s->live_rng << 5;
+  s->live[n] = (sim_live){addr, size, chunk, s->live_rng, 0, 0};
+  uint32_t a, b;
+  live_split(s->live, s->live_root, addr, &a, &b);
+  s->live_root = live_merge(s->live, live_merge(s->live, a, n), b);
+  s->nlive++;
+}
+
+/* The live segment at addr taken out (its node is free again), or NULL. */
+static const sim_live *live_take(sim *s, uint64_t addr) {
+  uint32_t a, b, m, c;
+  live_split(s->live, s->live_root, addr, &a, &b);
+  live_split(s->live, b, addr + 1, &m, &c);
+  s->live_root = live_merge(s->live, a, c);
+  if (!m) return NULL;
+  s->live[m].l = s->live_free;
+  s->live_free = m;
+  s->nlive--;
+  return &s->live[m];
+}
+
+/* The live segment that overlaps [addr, addr + size), or NULL: the one
+ * starting last below the range's end is the only candidate. */
+static const sim_live *live_overlap(const sim *s, uint64_t addr, uint64_t size) {
+  const sim_live *best = NULL;
+  for (uint32_t t = s->live_root; t;) {
+    const sim_live *l = &s->live[t];
+    if (l->addr - addr < size || l->addr < addr) {
+      best = l;
+      t = l->r;
+    } else {
+      t = l->l;
     }
   }
-  return 0;
+  return best && best->addr + best->size > addr ? best : NULL;
+}
+
+static int overlaps_live(const sim *s, uint64_t addr, uint64_t size, const sim_live **which) {
+  const sim_live *l = live_overlap(s, addr, size);
+  if (which) *which = l;
+  return l != NULL;
 }
 
 static int run_free(const sim *s, const sim_chunk *c, size_t start, size_t n) {
@@ -233,7 +311,7 @@ static tcuda_status sim_segment_alloc(void *ctx, int device, uint64_t size, uint
     st = TCUDA_ERROR_OUT_OF_MEMORY; /* the policy writes the OOM message */
     goto out;
   }
-  if (!tc_grow((void **)&s->live, &s->caplive, s->nlive + 1, sizeof *s->live)) {
+  if (!live_reserve(s)) {
     st = host_oom();
     goto out;
   }
@@ -241,7 +319,7 @@ static tcuda_status sim_segment_alloc(void *ctx, int device, uint64_t size, uint
   sim_chunk *owner = NULL;
   if (s->rec_pos < s->nrec) {
     const sim_range *r = &s->rec[s->rec_pos];
-    size_t w;
+    const sim_live *w;
     if (r->size != size) {
       st = tc_error(TCUDA_ERROR_INVALID_STATE,
                     "replay diverged at segment %zu: recorded size %llu, the allocator asked for %llu",
@@ -251,8 +329,8 @@ static tcuda_status sim_segment_alloc(void *ctx, int device, uint64_t size, uint
     if (overlaps_live(s, r->base, r->size, &w)) {
       st = tc_error(TCUDA_ERROR_INVALID_STATE,
                     "replay diverged at segment %zu: recorded address 0x%llx overlaps live segment 0x%llx (%llu bytes)",
-                    s->rec_pos + 1, (unsigned long long)r->base, (unsigned long long)s->live[w].addr,
-                    (unsigned long long)s->live[w].size);
+                    s->rec_pos + 1, (unsigned long long)r->base, (unsigned long long)w->addr,
+                    (unsigned long long)w->size);
       goto out;
     }
     a = r->base;
@@ -265,7 +343,7 @@ static tcuda_status sim_segment_alloc(void *ctx, int device, uint64_t size, uint
     st = place_driver(s, size, &a, &owner);
     if (st) goto out;
   }
-  s->live[s->nlive++] = (sim_live){a, size, owner};
+  live_add(s, a, size, owner);
   s->used += size;
   *addr = a;
 out:
@@ -277,15 +355,13 @@ static tcuda_status sim_segment_free(void *ctx, int device, uint64_t addr, uint6
   sim *s = (sim *)ctx;
   (void)device;
   pthread_mutex_lock(&s->mu);
-  size_t i = 0;
-  while (i < s->nlive && s->live[i].addr != addr) i++;
-  if (i == s->nlive || s->live[i].size != size) {
+  const sim_live *l = live_overlap(s, addr, 1);
+  if (!l || l->addr != addr || l->size != size) {
     pthread_mutex_unlock(&s->mu);
     return tc_error(TCUDA_ERROR_INVALID_POINTER, "sim: segment_free of unknown segment 0x%llx (%llu bytes)",
                     (unsigned long long)addr, (unsigned long long)size);
   }
-  sim_chunk *c = s->live[i].chunk;
-  s->live[i] = s->live[--s->nlive];
+  sim_chunk *c = live_take(s, addr)->chunk;
   s->used -= size;
   if (c) {
     memset(c->used + (addr - c->base) / UNIT, 0, (size + UNIT - 1) / UNIT);
@@ -521,7 +597,7 @@ static tcuda_status load_addresses(sim *s, const char *path) {
     return tc_error(TCUDA_ERROR_IO, "tc_backend_sim_create: cannot open addresses file '%s': %s", path,
                     strerror(errno));
   char line[512];
-  size_t lineno = 0, cap = 0;
+  size_t lineno = 0;
   tcuda_status st = TCUDA_SUCCESS;
   s->rec_low = UINT64_MAX;
   while (fgets(line, sizeof line, f)) {
@@ -547,7 +623,7 @@ static tcuda_status load_addresses(sim *s, const char *path) {
                     tc_printable(line, shown, sizeof shown));
       break;
     }
-    if (!tc_grow((void **)&s->rec, &cap, s->nrec + 1, sizeof *s->rec)) {
+    if (!tc_grow((void **)&s->rec, &s->caprec, s->nrec + 1, sizeof *s->rec)) {
       st = host_oom();
       break;
     }
@@ -596,6 +672,7 @@ tcuda_status tc_backend_sim_create(const tc_sim_options *opt, tc_backend **out) 
                        sim_event_synchronize, sim_event_release, sim_stream_synchronize, sim_device_synchronize,
                        sim_mem_info,          NULL,              NULL};
   s->capacity = opt && opt->capacity ? opt->capacity : TC_H200_CAPACITY;
+  s->live_rng = 0x9e3779b9u; /* the treap's priorities: any fixed nonzero seed */
   s->va = opt ? opt->va : TC_SIM_VA_DRIVER;
   s->asc_next = ASC_BASE;
   tcuda_status st = TCUDA_SUCCESS;
@@ -657,14 +734,13 @@ tcuda_status tc_backend_sim_reserve_at(tc_backend *be, const uint64_t *bases, si
 
 tcuda_status tc_backend_sim_place_next(tc_backend *be, uint64_t addr, uint64_t size) {
   sim *s = (sim *)be->ctx;
-  size_t cap = s->nrec; /* rec grows one at a time here: its capacity is its length */
   pthread_mutex_lock(&s->mu);
   tcuda_status st = TCUDA_SUCCESS;
   if (!addr || !size || addr + size < addr || addr % TC_MIN_BLOCK_SIZE || overlaps_live(s, addr, size, NULL)) {
     st = TCUDA_ERROR_INVALID_STATE;
   } else if (s->rec_pos < s->nrec) {
     st = TCUDA_ERROR_INVALID_STATE; /* a file's recorded addresses are still in use */
-  } else if (!tc_grow((void **)&s->rec, &cap, s->nrec + 1, sizeof *s->rec)) {
+  } else if (!tc_grow((void **)&s->rec, &s->caprec, s->nrec + 1, sizeof *s->rec)) {
     st = TCUDA_ERROR_HOST_OUT_OF_MEMORY;
   } else {
     s->rec[s->nrec++] = (sim_range){addr, size};

@@ -63,7 +63,11 @@ static const char *shown(const jr *r, size_t at, char buf[8]) {
 
 static inline tc_pv *node(jr *r, tc_pv_kind kind) { return tc_pv_node(&r->b, kind); }
 
-static inline tcuda_status push(jr *r, tc_pv *x) { return tc_pv_push(&r->b, x) ? TCUDA_SUCCESS : oom(r); }
+static inline tcuda_status push(jr *r, tc_pv *x) {
+  tcuda_status s = tc_pv_spend(r->F, r->b.budget, 1);
+  if (s) return s;
+  return tc_pv_push(&r->b, x) ? TCUDA_SUCCESS : oom(r);
+}
 
 static void ws(jr *r) {
   while (r->pos < r->len) {
@@ -266,9 +270,9 @@ static tcuda_status close_(jr *r) {
   size_t base = r->open[r->depth], k = r->b.sn - base, per = obj ? 2 : 1;
   if (k / per > UINT32_MAX) return jerr(r, r->pos, "a container of 2^32 items or more");
   tc_pv *v = node(r, obj ? TC_PV_DICT : TC_PV_LIST);
-  if (!v) return oom(r);
+  if (!v || (obj && !tc_pv_track_dict(&r->b, v))) return oom(r);
   if (k) {
-    v->u.items = tc_arena_alloc(r->b.ar, k * sizeof *v->u.items);
+    v->u.items = obj ? tc_pv_dict_items(r->b.ar, k) : tc_arena_alloc(r->b.ar, k * sizeof *v->u.items);
     if (!v->u.items) return oom(r);
     memcpy(v->u.items, r->b.stack + base, k * sizeof *v->u.items);
   }
@@ -312,7 +316,7 @@ static tcuda_status run(jr *r, tc_pv **out) {
       if (!r->depth) {
         if (r->pos != r->len) return jerr(r, r->pos, "unexpected %s after the JSON value", shown(r, r->pos, b));
         *out = r->b.stack[0];
-        return TCUDA_SUCCESS;
+        return tc_pv_index_dicts(r->F, &r->b);
       }
       int obj = r->obj[r->depth - 1];
       if (r->pos >= r->len) return jerr(r, r->pos, "the input ends inside an %s", obj ? "object" : "array");
@@ -330,7 +334,8 @@ static tcuda_status run(jr *r, tc_pv **out) {
   }
 }
 
-tcuda_status tc_pv_json(const char *func, const void *data, size_t len, tc_arena *ar, tc_pv **out) {
+tcuda_status tc_pv_json(const char *func, const void *data, size_t len, tc_pv_budget *budget, tc_arena *ar,
+                        tc_pv **out) {
   const char *F = func ? func : "tc_pv_json";
   TC_CHECK_ARG(F, out, "out");
   *out = NULL;
@@ -342,11 +347,14 @@ tcuda_status tc_pv_json(const char *func, const void *data, size_t len, tc_arena
   r->d = data;
   r->len = len;
   r->b.ar = ar;
+  tc_pv_budget own;
+  if (!budget) tc_pv_budget_init(budget = &own, 0, len);
+  r->b.budget = budget;
   tc_pv *top = NULL;
   tcuda_status s = tc_pv_stack_grow(&r->b) ? TCUDA_SUCCESS : oom(r);
   if (!s) s = run(r, &top);
   if (!s) *out = top;
-  free(r->b.stack);
+  tc_pv_build_free(&r->b);
   free(r);
   return s;
 }

@@ -101,7 +101,7 @@ size_t tc_pv_utf8_valid(const unsigned char *p, size_t n) {
   return n;
 }
 
-/* ---- sniffing ---- */
+/* ---- the readers' shared state ---- */
 
 int tc_pv_stack_grow(tc_pv_build *b) {
   size_t cap = b->scap ? b->scap * 2 : 256;
@@ -112,11 +112,139 @@ int tc_pv_stack_grow(tc_pv_build *b) {
   return 1;
 }
 
+void tc_pv_build_free(tc_pv_build *b) {
+  free(b->stack);
+  free(b->dicts);
+  b->stack = NULL;
+  b->dicts = NULL;
+  b->sn = b->scap = b->nd = b->dcap = 0;
+}
+
+/* ---- the work budget ---- */
+
+void tc_pv_budget_init(tc_pv_budget *b, uint64_t user, size_t len) {
+  b->used = 0;
+  if (user) {
+    b->limit = user;
+    return;
+  }
+  uint64_t per = (uint64_t)len > (UINT64_MAX - TC_PV_WORK_MIN) / TC_PV_WORK_PER_BYTE
+                     ? UINT64_MAX - TC_PV_WORK_MIN
+                     : (uint64_t)len * TC_PV_WORK_PER_BYTE;
+  b->limit = per + TC_PV_WORK_MIN;
+}
+
+tcuda_status tc_pv_over_budget(const char *func, const tc_pv_budget *b) {
+  return tc_error(TCUDA_ERROR_PARSE,
+                  "%s: the input needs more work than its budget of %llu units (values, blocks and bytes made; "
+                  "work_budget, --work-budget raises it)",
+                  func, (unsigned long long)b->limit);
+}
+
+/* ---- dict indexes: each dict's STR keys sorted by their bytes, searched
+ * by bisection. Sorting, not hashing, so that no choice of keys in a
+ * hostile file can make a lookup slow. */
+
+typedef struct dict_index {
+  uint32_t n;     /* indexed pairs */
+  uint32_t at[];  /* pair numbers, by key (bytes, then length), then by pair number */
+} dict_index;
+
+tc_pv **tc_pv_dict_items(tc_arena *ar, size_t slots) {
+  if (slots > SIZE_MAX / sizeof(tc_pv *) - 1) return NULL;
+  tc_pv **a = tc_arena_alloc(ar, (slots + 1) * sizeof *a);
+  return a ? a + 1 : NULL;
+}
+
+static dict_index *index_of(const tc_pv *d) {
+  dict_index *x;
+  memcpy(&x, (void *const *)d->u.items - 1, sizeof x);
+  return x;
+}
+
+int tc_pv_track_dict(tc_pv_build *b, tc_pv *d) {
+  if (!d) return 0;
+  if (b->nd == b->dcap) {
+    size_t cap = b->dcap ? b->dcap * 2 : 64;
+    tc_pv **a = realloc(b->dicts, cap * sizeof *a);
+    if (!a) return 0;
+    b->dicts = a;
+    b->dcap = cap;
+  }
+  b->dicts[b->nd++] = d;
+  return 1;
+}
+
+static int keycmp(const char *a, size_t an, const char *b, size_t bn) {
+  int c = memcmp(a, b, an < bn ? an : bn);
+  return c ? c : an < bn ? -1 : an > bn;
+}
+
+typedef struct {
+  const char *s;
+  uint32_t n, at;
+} key_ref;
+
+static int cmp_key_ref(const void *pa, const void *pb) {
+  const key_ref *a = pa, *b = pb;
+  int c = keycmp(a->s, a->n, b->s, b->n);
+  return c ? c : a->at < b->at ? -1 : a->at > b->at;
+}
+
+tcuda_status tc_pv_index_dicts(const char *func, tc_pv_build *b) {
+  tcuda_status s = TCUDA_SUCCESS;
+  key_ref *tmp = NULL;
+  size_t tcap = 0;
+  for (size_t i = 0; i < b->nd && !s; i++) {
+    tc_pv *d = b->dicts[i];
+    if (d->n <= TC_PV_INDEX_MIN) continue;
+    if ((s = tc_pv_spend(func, b->budget, d->n))) break;
+    if (d->n > tcap) {
+      key_ref *t = realloc(tmp, (size_t)d->n * sizeof *t);
+      if (!t) goto oom;
+      tmp = t;
+      tcap = d->n;
+    }
+    uint32_t k = 0;
+    for (uint32_t p = 0; p < d->n; p++) {
+      const tc_pv *key = d->u.items[2 * p];
+      if (key->kind == TC_PV_STR) tmp[k++] = (key_ref){key->u.s, key->n, p};
+    }
+    qsort(tmp, k, sizeof *tmp, cmp_key_ref);
+    dict_index *x = tc_arena_alloc(b->ar, sizeof *x + (size_t)k * sizeof x->at[0]);
+    if (!x) goto oom;
+    x->n = k;
+    for (uint32_t j = 0; j < k; j++) x->at[j] = tmp[j].at;
+    memcpy((void **)d->u.items - 1, &x, sizeof x);
+  }
+  free(tmp);
+  free(b->dicts);
+  b->dicts = NULL;
+  b->nd = b->dcap = 0;
+  return s;
+oom:
+  free(tmp);
+  return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: host out of memory indexing the input's dicts", func);
+}
+
 /* ---- accessors ---- */
 
 const tc_pv *tc_pv_get(const tc_pv *v, const char *key) {
   if (!v || v->kind != TC_PV_DICT || !key) return NULL;
   size_t kn = strlen(key);
+  const dict_index *x = v->n > TC_PV_INDEX_MIN ? index_of(v) : NULL;
+  if (x) { /* the last of the equal keys: the last pair that has it */
+    size_t lo = 0, hi = x->n;
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      const tc_pv *k = v->u.items[2 * (size_t)x->at[mid]];
+      if (keycmp(k->u.s, k->n, key, kn) <= 0) lo = mid + 1;
+      else hi = mid;
+    }
+    if (!lo) return NULL;
+    const tc_pv *k = v->u.items[2 * (size_t)x->at[lo - 1]];
+    return !keycmp(k->u.s, k->n, key, kn) ? v->u.items[2 * (size_t)x->at[lo - 1] + 1] : NULL;
+  }
   for (size_t i = v->n; i-- > 0;) { /* from the end: the last duplicate wins */
     const tc_pv *k = v->u.items[2 * i];
     if (k->kind == TC_PV_STR && k->n == kn && !memcmp(k->u.s, key, kn)) return v->u.items[2 * i + 1];
@@ -139,6 +267,17 @@ int tc_pv_as_double(const tc_pv *v, double *out) {
 }
 
 const char *tc_pv_as_str(const tc_pv *v) { return v && v->kind == TC_PV_STR ? v->u.s : NULL; }
+
+const char *tc_pv_as_strn(const tc_pv *v, size_t *n) {
+  if (!v || v->kind != TC_PV_STR) return NULL;
+  *n = v->n;
+  return v->u.s;
+}
+
+int tc_pv_is_str(const tc_pv *v, const char *lit) {
+  size_t n = strlen(lit);
+  return v && v->kind == TC_PV_STR && v->n == n && !memcmp(v->u.s, lit, n);
+}
 
 int tc_pv_as_seq(const tc_pv *v, tc_pv *const **items, size_t *n) {
   if (!v || (v->kind != TC_PV_LIST && v->kind != TC_PV_TUPLE)) return 0;

@@ -42,25 +42,60 @@ void *tc_arena_alloc(tc_arena *ar, size_t n);
 /* Limits on hostile input; exceeding one is TCUDA_ERROR_PARSE. */
 #define TC_PV_MAX_DEPTH 512 /* nesting of containers (stack marks, JSON brackets) */
 
+/* Work the readers, and what consumes their tree, may do on one input: a
+ * unit per value created or visited (a memo reference each time something
+ * expands it), per dict key indexed, per block created, per byte rendered.
+ * The pickle memo lets a file of a few KB name one value millions of times,
+ * so the work, not the size, is what must stay proportional to the input. */
+typedef struct tc_pv_budget {
+  uint64_t limit; /* units */
+  uint64_t used;  /* spent so far */
+} tc_pv_budget;
+#define TC_PV_WORK_PER_BYTE 32u            /* the default limit: units per input byte ... */
+#define TC_PV_WORK_MIN ((uint64_t)1 << 24) /* ... plus this, so that a small input is never short */
+/* limit = user when > 0, else TC_PV_WORK_PER_BYTE * len + TC_PV_WORK_MIN. */
+void tc_pv_budget_init(tc_pv_budget *b, uint64_t user, size_t len);
+/* The error for a spent budget: TCUDA_ERROR_PARSE, naming func and the limit. */
+tcuda_status tc_pv_over_budget(const char *func, const tc_pv_budget *b);
+/* Spend n units: TCUDA_SUCCESS, or tc_pv_over_budget once more than the
+ * limit would be spent. */
+static inline tcuda_status tc_pv_spend(const char *func, tc_pv_budget *b, uint64_t n) {
+  if (n > b->limit - b->used) return tc_pv_over_budget(func, b);
+  b->used += n;
+  return TCUDA_SUCCESS;
+}
+
 /* Parse len bytes: a pickle when the first byte is PROTO (0x80), else
- * JSON. On success *out is the top value, allocated in ar. Errors are
+ * JSON. budget: where the work is counted (NULL: a private
+ * one with the default limit for len). On success *out is the top value, allocated in ar. Errors are
  * TCUDA_ERROR_PARSE with a message that starts with func and names what and
  * where (pickle: the opcode by name and its byte offset; JSON: line and
  * column), or TCUDA_ERROR_HOST_OUT_OF_MEMORY. *out is then NULL; what was
  * allocated stays in ar until it is destroyed. */
-tcuda_status tc_pv_parse(const char *func, const void *data, size_t len, tc_arena *ar, tc_pv **out);
-tcuda_status tc_pv_unpickle(const char *func, const void *data, size_t len, tc_arena *ar, tc_pv **out);
-tcuda_status tc_pv_json(const char *func, const void *data, size_t len, tc_arena *ar, tc_pv **out);
+tcuda_status tc_pv_parse(const char *func, const void *data, size_t len, tc_pv_budget *budget, tc_arena *ar,
+                         tc_pv **out);
+tcuda_status tc_pv_unpickle(const char *func, const void *data, size_t len, tc_pv_budget *budget, tc_arena *ar,
+                            tc_pv **out);
+tcuda_status tc_pv_json(const char *func, const void *data, size_t len, tc_pv_budget *budget, tc_arena *ar,
+                        tc_pv **out);
 
 /* dict[key] for a STR key; NULL when v is no dict or the key is absent (the
- * last pair wins for duplicate keys, as in Python). */
+ * last pair wins for duplicate keys, as in Python). A dict of more than
+ * TC_PV_INDEX_MIN pairs is searched through an index the reader built once
+ * (one dict can be shared through the memo by every entry of a history). */
 const tc_pv *tc_pv_get(const tc_pv *v, const char *key);
+#define TC_PV_INDEX_MIN 8
 /* An INT or BOOL into *out: 1, else 0. */
 int tc_pv_as_int(const tc_pv *v, int64_t *out);
 /* An INT, BOOL or FLOAT as a double: 1, else 0. */
 int tc_pv_as_double(const tc_pv *v, double *out);
-/* A STR's text, else NULL. */
+/* A STR's text, else NULL. The text may hold NULs: compare it with its
+ * length (tc_pv_as_strn, tc_pv_is_str), never as a C string. */
 const char *tc_pv_as_str(const tc_pv *v);
+/* A STR's text and its length in bytes into *n, else NULL. */
+const char *tc_pv_as_strn(const tc_pv *v, size_t *n);
+/* 1 when v is a STR equal to lit, NULs and length included; else 0. */
+int tc_pv_is_str(const tc_pv *v, const char *lit);
 /* LIST or TUPLE: its n and items, 1; else 0. */
 int tc_pv_as_seq(const tc_pv *v, tc_pv *const **items, size_t *n);
 
@@ -77,7 +112,8 @@ static inline size_t tc_pv_cap(size_t n) {
 }
 
 /* The readers' common state: nodes handed out from the arena in blocks
- * (fewer arena calls), and the value stack their containers are built on. */
+ * (fewer arena calls), the value stack their containers are built on, the
+ * work budget, and every dict made (indexed once the input is read). */
 #define TC_PV_POOL_NODES 256
 typedef struct tc_pv_build {
   tc_arena *ar;
@@ -85,7 +121,22 @@ typedef struct tc_pv_build {
   size_t sn, scap;
   tc_pv *pool;
   size_t pool_left;
+  tc_pv_budget *budget;
+  tc_pv **dicts;
+  size_t nd, dcap;
 } tc_pv_build;
+
+/* A DICT's item array: room for `slots` pointers after one hidden slot
+ * that holds the dict's index (tc_pv_index_dicts); NULL on host OOM. */
+tc_pv **tc_pv_dict_items(tc_arena *ar, size_t slots);
+/* Remember a new DICT for tc_pv_index_dicts: 1, or 0 on host OOM. */
+int tc_pv_track_dict(tc_pv_build *b, tc_pv *d);
+/* Index every tracked dict of more than TC_PV_INDEX_MIN pairs (their keys
+ * cost a unit each); then frees the list. TCUDA_ERROR_HOST_OUT_OF_MEMORY or
+ * the budget's error. */
+tcuda_status tc_pv_index_dicts(const char *func, tc_pv_build *b);
+/* Free what a reader's state holds outside the arena. */
+void tc_pv_build_free(tc_pv_build *b);
 
 /* A fresh node of `kind` (other fields zero); NULL on host OOM. */
 static inline tc_pv *tc_pv_node(tc_pv_build *b, tc_pv_kind kind) {

@@ -14,6 +14,7 @@
  * torch's free_completed entries were. */
 #include "backend_wrap.h"
 #include "core/core.h"
+#include "core/table.h"
 #include "inspect/history.h"
 #include "inspect/report.h"
 #include "torchsnap.h"
@@ -22,11 +23,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define REC_STREAM ((uint64_t)0xFFFFFFFFFFFFFFF1ULL) /* the stream a deferred free waits on: no real stream's value */
-
 typedef struct {
   uint64_t addr, size;
 } range;
+
+/* A multiset of ranges (recorded segment frees the replay has not made
+ * yet, and the reverse). A file can repeat one segment_free any number of
+ * times for 2 bytes each, so matching one must not scan the others: each
+ * (addr, size) hashes to a chain of its entries, newest first. */
+typedef struct {
+  uint64_t addr, size;
+  uint32_t next; /* the next entry of the chain, index + 1; 0: none */
+} rnode;
+
+typedef struct {
+  rnode *v;
+  size_t n, cap, live; /* entries made, room, entries in the set */
+  uint32_t free;       /* entries taken out, chained through next */
+  tc_u64map head;      /* hash -> the chain's newest entry, index + 1 */
+} rset;
 
 struct hr;
 typedef struct hr {
@@ -46,9 +61,9 @@ typedef struct hr {
   int placing; /* the segment_alloc under way was given torch's address */
   /* exact mode: recorded segment frees the replay has not made yet, and
    * frees the replay made that the history has not shown yet */
-  range *pend, *early;
-  size_t npend, cap_pend, nearly, cap_early;
+  rset pend, early;
   int seg_alloc_since_free;
+  int start_oom;           /* the starting state did not fit */
   uint64_t segment_calls;
   size_t diverged;
   /* private pools: routing is on only around an allocation that goes there */
@@ -63,33 +78,66 @@ typedef struct hr {
 /* ---- the backend: the simulator, placed as torch was, with events that
  * complete where the history says ---- */
 
-static int take(range *v, size_t *n, uint64_t addr, uint64_t size) {
-  for (size_t i = 0; i < *n; i++) {
-    if (v[i].addr == addr && v[i].size == size) {
-      v[i] = v[--*n];
-      return 1;
-    }
+static uint64_t rkey(uint64_t addr, uint64_t size) {
+  uint64_t k = addr ^ (size * 0x9e3779b97f4a7c15ULL);
+  k ^= k >> 31;
+  k *= 0xbf58476d1ce4e5b9ULL;
+  return k ^ (k >> 29);
+}
+
+static int rset_push(rset *s, uint64_t addr, uint64_t size) {
+  uint32_t i = s->free;
+  if (i) {
+    s->free = s->v[i - 1].next;
+  } else {
+    if (s->n >= UINT32_MAX || !tc_grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v)) return 0;
+    i = (uint32_t)++s->n;
+  }
+  uint64_t k = rkey(addr, size), *h = tc_u64map_get(&s->head, k);
+  s->v[i - 1] = (rnode){addr, size, h ? (uint32_t)*h : 0};
+  if (!tc_u64map_put(&s->head, k, i)) {
+    s->v[i - 1].next = s->free;
+    s->free = i;
+    return 0;
+  }
+  s->live++;
+  return 1;
+}
+
+static int rset_take(rset *s, uint64_t addr, uint64_t size) {
+  uint64_t k = rkey(addr, size), *h = tc_u64map_get(&s->head, k);
+  uint32_t prev = 0;
+  for (uint32_t i = h ? (uint32_t)*h : 0; i; prev = i, i = s->v[i - 1].next) {
+    rnode *e = &s->v[i - 1];
+    if (e->addr != addr || e->size != size) continue;
+    if (prev) s->v[prev - 1].next = e->next;
+    else if (e->next) *h = e->next;
+    else tc_u64map_del(&s->head, k);
+    e->next = s->free;
+    s->free = i;
+    s->live--;
+    return 1;
   }
   return 0;
 }
 
-static int push(range **v, size_t *n, size_t *cap, uint64_t addr, uint64_t size) {
-  if (*n == *cap) {
-    size_t nc = *cap ? *cap * 2 : 16;
-    range *nv = realloc(*v, nc * sizeof *nv);
-    if (!nv) return 0;
-    *v = nv;
-    *cap = nc;
-  }
-  (*v)[(*n)++] = (range){addr, size};
-  return 1;
+static void rset_clear(rset *s) {
+  tc_u64map_free(&s->head);
+  s->n = s->live = 0;
+  s->free = 0;
+}
+
+static void rset_free(rset *s) {
+  tc_u64map_free(&s->head);
+  free(s->v);
+  memset(s, 0, sizeof *s);
 }
 
 /* A segment free (or unmap) the replay made: it answers a recorded one, or
  * waits for it. */
 static void replay_freed(hr *r, uint64_t addr, uint64_t size) {
-  if (r->o->exact != 1 || take(r->pend, &r->npend, addr, size)) return;
-  if (!push(&r->early, &r->nearly, &r->cap_early, addr, size)) r->diverged++;
+  if (r->o->exact != 1 || rset_take(&r->pend, addr, size)) return;
+  if (!rset_push(&r->early, addr, size)) r->diverged++;
 }
 
 static tcuda_status w_before_alloc(void *c, uint64_t size) {
@@ -298,17 +346,37 @@ static tcuda_status seed(hr *r) {
     const tc_tsblock *b = &h->blocks[k];
     if (!b->pending || b->slot == HOP_NO_SLOT || !r->addr[b->slot]) continue;
     r->cur_slot = b->slot;
-    s = tc_alloc_record_stream(r->a, r->addr[b->slot], REC_STREAM);
+    s = tc_alloc_record_stream(r->a, r->addr[b->slot], h->marker_stream);
     if (!s) s = tc_alloc_free(r->a, r->addr[b->slot]);
     r->addr[b->slot] = 0;
   }
   if (s == TCUDA_ERROR_OUT_OF_MEMORY) {
+    /* never go on from a smaller state than torch's: its figures would
+     * look like an answer */
     tcuda_clear_error();
     s = TCUDA_SUCCESS;
-    r->diverged++;
+    r->start_oom = 1;
   }
   tc_alloc_reset_peak(r->a);
   return s;
+}
+
+/* The state when the history begins is torch's, not a prediction: when it
+ * does not fit, no figure after it would be right. Under a limit only its
+ * live blocks must fit (torch would have released cached segments). */
+static tcuda_status start_too_big(hr *r, uint64_t cap, uint64_t allowed, uint64_t live) {
+  const tc_tsnap *h = r->h;
+  uint64_t seg = 0;
+  for (size_t k = 0; k < h->num_segs; k++) seg += h->segs[k].size;
+  if (allowed)
+    return tc_error(TCUDA_ERROR_OUT_OF_MEMORY,
+                    "%s: the state when the history begins does not fit: its live blocks hold %llu bytes, over "
+                    "the limit of %llu bytes; raise the limit",
+                    h->where, (unsigned long long)live, (unsigned long long)allowed);
+  return tc_error(TCUDA_ERROR_OUT_OF_MEMORY,
+                  "%s: the state when the history begins does not fit: its %zu segments hold %llu bytes, the "
+                  "simulated device has %llu bytes; raise the capacity",
+                  h->where, h->num_segs, (unsigned long long)seg, (unsigned long long)cap);
 }
 
 /* ---- the loop ---- */
@@ -382,8 +450,7 @@ static tcuda_status run_ops(hr *r, tc_tsrun_result *res, const tc_alloc_config *
       switch (op->kind) {
       case HOP_SEG_FREE:
       case HOP_SEG_UNMAP:
-        if (!take(r->early, &r->nearly, op->addr, op->size) &&
-            !push(&r->pend, &r->npend, &r->cap_pend, op->addr, op->size))
+        if (!rset_take(&r->early, op->addr, op->size) && !rset_push(&r->pend, op->addr, op->size))
           return oom(r->func);
         r->seg_alloc_since_free = 0;
         break;
@@ -394,7 +461,7 @@ static tcuda_status run_ops(hr *r, tc_tsrun_result *res, const tc_alloc_config *
       case HOP_FREE_DONE:
         break;
       default:
-        if (r->npend && !((op->kind == HOP_ALLOC || op->kind == HOP_OOM) && policy_may_free(r, op, cfg, allowed))) {
+        if (r->pend.live && !((op->kind == HOP_ALLOC || op->kind == HOP_OOM) && policy_may_free(r, op, cfg, allowed))) {
           op->flags |= HOP_F_EMPTY_BEFORE;
           res->inferred_empty++;
         }
@@ -403,9 +470,9 @@ static tcuda_status run_ops(hr *r, tc_tsrun_result *res, const tc_alloc_config *
     if ((op->flags & HOP_F_EMPTY_BEFORE) || ((op->flags & HOP_F_CAPTURE) && !empty_since_alloc)) {
       if ((s = tc_alloc_empty_cache(r->a))) break;
       empty_since_alloc = 1;
-      if (o->exact == 1 && r->npend) { /* frees that neither the policy nor empty_cache explain */
-        r->diverged += r->npend;
-        r->npend = 0;
+      if (o->exact == 1 && r->pend.live) { /* frees that neither the policy nor empty_cache explain */
+        r->diverged += r->pend.live;
+        rset_clear(&r->pend);
       }
     }
     switch (op->kind) {
@@ -442,7 +509,7 @@ static tcuda_status run_ops(hr *r, tc_tsrun_result *res, const tc_alloc_config *
     case HOP_FREE_REQ:
       if (op->slot < h->num_slots && r->addr[op->slot]) {
         r->cur_slot = op->slot;
-        s = tc_alloc_record_stream(r->a, r->addr[op->slot], REC_STREAM);
+        s = tc_alloc_record_stream(r->a, r->addr[op->slot], h->marker_stream);
         if (!s) s = tc_alloc_free(r->a, r->addr[op->slot]);
         r->addr[op->slot] = 0;
       }
@@ -502,6 +569,10 @@ tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *o,
     tc_bwrap_init(&r.be, r.sim, &w_hooks, &r);
     s = tc_alloc_create(0, &r.be.be, cfg, cap, &r.a);
   }
+  if (!s && o->on_create) s = o->on_create(o->user, r.a);
+  /* the starting state is rebuilt before the limit is set: torch held it */
+  if (!s && h->truncated) s = seed(&r);
+  if (!s && r.start_oom && !o->stop_at_oom) s = start_too_big(&r, cap, 0, 0);
   uint64_t allowed = 0;
   double fraction = o->fraction;
   if (o->limit) fraction = (double)o->limit / (double)cap;
@@ -509,10 +580,16 @@ tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *o,
     if (fraction > 1.0) fraction = 1.0;
     s = tc_alloc_set_memory_fraction(r.a, fraction);
     allowed = (uint64_t)(fraction * (double)cap);
+    tcuda_memory_stats_t st;
+    tc_alloc_get_stats(r.a, &st);
+    uint64_t live = (uint64_t)st.allocated_bytes[TCUDA_STAT_ALL].current;
+    if (!s && !r.start_oom && live > allowed) {
+      r.start_oom = 1;
+      if (!o->stop_at_oom) s = start_too_big(&r, cap, allowed, live);
+    }
   }
-  if (!s && o->on_create) s = o->on_create(o->user, r.a);
-  if (!s && h->truncated) s = seed(&r);
-  if (!s) s = run_ops(&r, res, cfg, allowed);
+  res->start_oom = r.start_oom;
+  if (!s && !r.start_oom) s = run_ops(&r, res, cfg, allowed);
   if (!s && o->checkpoint) s = o->checkpoint(o->user, r.a, 1);
   if (!s) {
     tcuda_memory_stats_t st;
@@ -525,7 +602,7 @@ tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *o,
     res->retries = (uint64_t)st.num_alloc_retries;
     res->ooms = (uint64_t)st.num_ooms;
     res->segment_calls = r.segment_calls;
-    res->diverged = r.diverged + r.npend + r.nearly;
+    res->diverged = r.diverged + r.pend.live + r.early.live;
   }
   if (r.a) tc_alloc_destroy(r.a);
   if (r.sim) tc_backend_sim_destroy(r.sim);
@@ -535,8 +612,8 @@ tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *o,
   free(r.pool_made);
   free(r.segs);
   free(r.maps);
-  free(r.pend);
-  free(r.early);
+  rset_free(&r.pend);
+  rset_free(&r.early);
   if (s) tc_tsrun_result_free(res);
   return s;
 }
@@ -575,6 +652,9 @@ static tcuda_status on_checkpoint(void *user, tc_alloc *a, int last) {
   tc_snapshot_free(snap);
   if (!sj || !gj) s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", so->func);
   const char *head = so->first ? "[\n{\"stats\": " : ",\n{\"stats\": ";
+  /* the output counts against the snapshot's work budget: one 'snapshot'
+   * entry, 2 bytes through the pickle memo, prints every live block */
+  if (!s) s = tc_tsnap_spend(so->h, "the replay's output", strlen(head) + strlen(sj) + 14 + strlen(gj) + 4);
   if (!s && !(s = emit(so, head, strlen(head))) && !(s = emit(so, sj, strlen(sj))) &&
       !(s = emit(so, ", \"segments\": ", 14)) && !(s = emit(so, gj, strlen(gj))))
     s = emit(so, "}", 1);
@@ -624,7 +704,8 @@ tcuda_status tcuda_replay_snapshot_to(const char *snapshot_path, const tcuda_rep
     if ((s = tc_alloc_config_parse_named(src, opt->config, &cfg))) return s;
   }
   tc_tsnap h;
-  if ((s = tc_tsnap_load_file(F, snapshot_path, opt->device, &h))) return s;
+  tc_tsnap_limits lim = {opt->max_input_bytes, opt->work_budget};
+  if ((s = tc_tsnap_load_file(F, snapshot_path, opt->device, &lim, &h))) return s;
   snap_out so = {.func = F, .h = &h, .write = write_fn, .user = user, .first = 1, .history_path = opt->history_path,
                  .cfg = given ? &cfg : &h.cfg, .conf_text = given ? opt->config : h.conf_text};
   if (opt->history_path && (s = tc_history_create(0, 0, &so.hist))) {

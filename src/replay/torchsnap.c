@@ -7,6 +7,7 @@
 #include "core/table.h"
 #include "inspect/jsonwrite.h"
 #include "pyval.h"
+#include "readfile.h"
 #include "torchsnap.h"
 #include "trace.h"
 #include <errno.h>
@@ -29,13 +30,15 @@ typedef struct {
   tc_tsnap *h;
   pseg *psegs; /* segments of private pools, from the snapshot */
   size_t npsegs, cap_psegs;
-  size_t cap_ops, cap_req, cap_frames, cap_segs, cap_blocks;
+  size_t cap_ops, cap_req, cap_frames, cap_flists, cap_segs, cap_blocks;
+  tc_u64map flists;  /* frames list (its node's address) -> its index in frame_lists */
   tc_u64map live;    /* block address -> slot (pending frees live here too) */
   tc_u64map segseen; /* segment address -> 1: a segment entry for it was seen */
   tc_u64map blkseen; /* block address -> 1: an entry for it was seen */
   unsigned char *pending; /* slot -> free_requested seen, free_completed not yet */
   size_t cap_pending, cap_times;
   uint64_t now_us; /* the current entry's time_us */
+  tc_pv_budget *budget; /* the input's work: the reader's, then the conversion's */
 } conv;
 
 static tcuda_status oom(const char *func) { return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", func); }
@@ -53,6 +56,8 @@ static int get_u64(const tc_pv *d, const char *key, uint64_t *out) {
 
 static tcuda_status add_op(conv *c, tc_tsop op) {
   tc_tsnap *h = c->h;
+  tcuda_status s = tc_pv_spend(c->func, c->budget, 1);
+  if (s) return s;
   if (!tc_grow((void **)&h->ops, &c->cap_ops, h->num_ops + 1, sizeof *h->ops) ||
       !tc_grow((void **)&h->op_time_us, &c->cap_times, h->num_ops + 1, sizeof *h->op_time_us))
     return oom(c->func);
@@ -69,8 +74,16 @@ static tcuda_status new_slot(conv *c, uint32_t *slot) {
   return TCUDA_SUCCESS;
 }
 
+/* A segment or block of the starting state is rebuilt in every replay (an
+ * allocation, a carve), so it costs this many units: a blocks list shared
+ * through the memo by many segments must not make a block per reference
+ * for 2 bytes each. A real one takes tens of bytes of file. */
+#define SEED_WORK 64
+
 static tcuda_status add_block(conv *c, tc_tsblock b) {
   tc_tsnap *h = c->h;
+  tcuda_status s = tc_pv_spend(c->func, c->budget, SEED_WORK);
+  if (s) return s;
   if (!tc_grow((void **)&h->blocks, &c->cap_blocks, h->num_blocks + 1, sizeof *h->blocks)) return oom(c->func);
   h->blocks[h->num_blocks++] = b;
   h->truncated = 1;
@@ -79,63 +92,180 @@ static tcuda_status add_block(conv *c, tc_tsblock b) {
 
 static tcuda_status add_seg(conv *c, tc_tsseg s) {
   tc_tsnap *h = c->h;
+  tcuda_status st = tc_pv_spend(c->func, c->budget, SEED_WORK);
+  if (st) return st;
   if (!tc_grow((void **)&h->segs, &c->cap_segs, h->num_segs + 1, sizeof *h->segs)) return oom(c->func);
   h->segs[h->num_segs++] = s;
   h->truncated = 1;
   return TCUDA_SUCCESS;
 }
 
-/* frames: [{name, filename, line}, ...] as a JSON array, kept only when
- * the list is not empty. */
+/* frames: [{name, filename, line}, ...], kept as an index to the list
+ * (each distinct list once) when it is not empty. */
 static tcuda_status keep_frames(conv *c, size_t req, const tc_pv *frames) {
   tc_pv *const *it;
   size_t n;
   if (!tc_pv_as_seq(frames, &it, &n) || !n) return TCUDA_SUCCESS;
-  tc_sbuf b = {0};
-  tc_sbuf_put(&b, "[", 1);
+  tc_tsnap *h = c->h;
+  tcuda_status st = tc_pv_spend(c->func, c->budget, 1);
+  if (st) return st;
+  uint64_t *known = tc_u64map_get(&c->flists, (uint64_t)(uintptr_t)frames);
+  uint32_t list;
+  if (known) {
+    list = (uint32_t)*known;
+    if (list == UINT32_MAX) return TCUDA_SUCCESS;
+  } else {
+    /* a list whose frames have neither name nor file name counts as none */
+    size_t named = 0;
+    for (size_t k = 0; k < n && k < TC_TSNAP_MAX_FRAMES && !named; k++)
+      named = tc_pv_as_str(tc_pv_get(it[k], "name")) || tc_pv_as_str(tc_pv_get(it[k], "filename"));
+    if (!named) return tc_u64map_put(&c->flists, (uint64_t)(uintptr_t)frames, UINT32_MAX) ? TCUDA_SUCCESS : oom(c->func);
+    if (h->num_frame_lists >= UINT32_MAX - 1) return bad(c->func, req, "too many frame lists");
+    if (!tc_grow((void **)&h->frame_lists, &c->cap_flists, h->num_frame_lists + 1, sizeof *h->frame_lists))
+      return oom(c->func);
+    size_t cap = c->cap_flists; /* frame_lib grows with frame_lists */
+    unsigned char *nl = realloc(h->frame_lib, cap);
+    if (!nl) return oom(c->func);
+    h->frame_lib = nl;
+    list = (uint32_t)h->num_frame_lists;
+    h->frame_lists[list] = frames;
+    h->frame_lib[list] = 0;
+    h->num_frame_lists++;
+    if (!tc_u64map_put(&c->flists, (uint64_t)(uintptr_t)frames, list)) return oom(c->func);
+  }
+  if (!tc_grow((void **)&h->frames_req, &c->cap_frames, h->num_frames + 1, sizeof *h->frames_req)) return oom(c->func);
+  size_t cap2 = c->cap_frames; /* frames_list grows with frames_req */
+  uint32_t *nf = realloc(h->frames_list, cap2 * sizeof *nf);
+  if (!nf) return oom(c->func);
+  h->frames_list = nf;
+  h->frames_req[h->num_frames] = (uint32_t)req;
+  h->frames_list[h->num_frames++] = list;
+  return TCUDA_SUCCESS;
+}
+
+/* A frame's string cut to TC_TSNAP_FRAME_TEXT bytes at a character's
+ * start (the readers keep only valid UTF-8), "..." marking a cut; *len is
+ * its length, NUL bytes included (a Python string may hold them). */
+typedef struct {
+  char s[TC_TSNAP_FRAME_TEXT + 4];
+  size_t len;
+} frame_str;
+
+static const frame_str *frame_text(const tc_pv *v, frame_str *out) {
+  size_t n;
+  const char *t = tc_pv_as_strn(v, &n);
+  if (!t) return NULL;
+  if (n <= TC_TSNAP_FRAME_TEXT) {
+    memcpy(out->s, t, n);
+    out->len = n;
+  } else {
+    n = TC_TSNAP_FRAME_TEXT;
+    while (n && ((unsigned char)t[n] & 0xC0) == 0x80) n--;
+    memcpy(out->s, t, n);
+    memcpy(out->s + n, "...", 3);
+    out->len = n + 3;
+  }
+  out->s[out->len] = 0;
+  return out;
+}
+
+/* The string as a JSON literal, NUL bytes escaped rather than ending it. */
+static void frame_json(tc_sbuf *b, const frame_str *f) {
+  tc_sbuf_put(b, "\"", 1);
+  for (size_t i = 0; f && i < f->len;) {
+    char e[6];
+    size_t used = 1;
+    if (f->s[i]) tc_sbuf_put(b, e, tc_json_escape_char((const unsigned char *)f->s + i, e, &used));
+    else tc_sbuf_put(b, "\\u0000", 6);
+    i += used;
+  }
+  tc_sbuf_put(b, "\"", 1);
+}
+
+static int list_index(const tc_tsnap *h, size_t req) {
+  size_t lo = 0, hi = h->num_frames;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (h->frames_req[mid] < req) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < h->num_frames && h->frames_req[lo] == req ? (int)h->frames_list[lo] : -1;
+}
+
+tcuda_status tc_tsnap_spend(tc_tsnap *h, const char *what, uint64_t n) {
+  if (n <= h->budget.limit - h->budget.used) {
+    h->budget.used += n;
+    return TCUDA_SUCCESS;
+  }
+  char who[400];
+  snprintf(who, sizeof who, "%s: %s", h->where, what);
+  return tc_pv_over_budget(who, &h->budget);
+}
+
+tcuda_status tc_tsnap_frames_json(tc_tsnap *h, size_t req, tc_sbuf *b) {
+  size_t len0 = b->len;
+  int li = list_index(h, req);
+  tc_pv *const *it = NULL;
+  size_t n = 0;
+  if (li >= 0) tc_pv_as_seq(h->frame_lists[li], &it, &n);
+  tc_sbuf_put(b, "[", 1);
   size_t shown = 0;
-  for (size_t k = 0; k < n && shown < 64; k++) {
-    const char *name = tc_pv_as_str(tc_pv_get(it[k], "name"));
-    const char *file = tc_pv_as_str(tc_pv_get(it[k], "filename"));
+  for (size_t k = 0; k < n && shown < TC_TSNAP_MAX_FRAMES; k++) {
+    frame_str nb, fb;
+    const frame_str *name = frame_text(tc_pv_get(it[k], "name"), &nb);
+    const frame_str *file = frame_text(tc_pv_get(it[k], "filename"), &fb);
     int64_t line = 0;
     tc_pv_as_int(tc_pv_get(it[k], "line"), &line);
     if (!name && !file) continue;
-    if (shown++) tc_sbuf_puts(&b, ", ");
-    tc_sbuf_puts(&b, "{\"name\": ");
-    tc_json_str(&b, name ? name : "");
-    tc_sbuf_puts(&b, ", \"filename\": ");
-    tc_json_str(&b, file ? file : "");
-    tc_sbuf_puts(&b, ", \"line\": ");
-    tc_json_i64(&b, line);
-    tc_sbuf_put(&b, "}", 1);
+    if (shown++) tc_sbuf_puts(b, ", ");
+    tc_sbuf_puts(b, "{\"name\": ");
+    frame_json(b, name);
+    tc_sbuf_puts(b, ", \"filename\": ");
+    frame_json(b, file);
+    tc_sbuf_puts(b, ", \"line\": ");
+    tc_json_i64(b, line);
+    tc_sbuf_put(b, "}", 1);
   }
-  tc_sbuf_put(&b, "]", 1);
-  char *s = tc_sbuf_take(&b);
-  if (!s) return oom(c->func);
-  if (!shown) { free(s); return TCUDA_SUCCESS; }
-  tc_tsnap *h = c->h;
-  if (!tc_grow((void **)&h->frames_req, &c->cap_frames, h->num_frames + 1, sizeof *h->frames_req)) {
-    free(s);
-    return oom(c->func);
-  }
-  size_t cap2 = c->cap_frames; /* frames_json grows with frames_req */
-  char **nj = realloc(h->frames_json, cap2 * sizeof *nj);
-  if (!nj) { free(s); return oom(c->func); }
-  h->frames_json = nj;
-  h->frames_req[h->num_frames] = (uint32_t)req;
-  h->frames_json[h->num_frames++] = s;
-  return TCUDA_SUCCESS;
+  tc_sbuf_put(b, "]", 1);
+  return tc_tsnap_spend(h, "stack frames", b->len - len0);
 }
 
 /* Library workspace tries that torch counted as OOMs though the program went
  * on: cuDNN's convolution and cuBLAS try a workspace and take a smaller one
  * when it fails. Their frames point there; with no frames (an autograd
  * thread) the tell is a smaller request right after, with no free between. */
-int tc_tsnap_library_frames(const char *json) {
+static int library_text(const frame_str *f) {
   static const char *marks[] = {"cudnn", "cuDNN", "cublas", "cuBLAS", "orkspace", "_conv_forward", "convolution"};
-  for (size_t k = 0; k < sizeof marks / sizeof *marks; k++)
-    if (strstr(json, marks[k])) return 1;
+  for (size_t k = 0; f && k < sizeof marks / sizeof *marks; k++) {
+    size_t m = strlen(marks[k]);
+    for (size_t i = 0; i + m <= f->len; i++)
+      if (!memcmp(f->s + i, marks[k], m)) return 1;
+  }
   return 0;
+}
+
+tcuda_status tc_tsnap_request_library(tc_tsnap *h, size_t req, int *lib) {
+  int li = list_index(h, req);
+  *lib = 0;
+  if (li < 0) return TCUDA_SUCCESS;
+  if (!h->frame_lib[li]) {
+    tc_pv *const *it = NULL;
+    size_t n = 0, read = 0;
+    int found = 0;
+    tc_pv_as_seq(h->frame_lists[li], &it, &n);
+    for (size_t k = 0; k < n && k < TC_TSNAP_MAX_FRAMES && !found; k++) {
+      frame_str nb, fb;
+      const frame_str *name = frame_text(tc_pv_get(it[k], "name"), &nb);
+      const frame_str *file = frame_text(tc_pv_get(it[k], "filename"), &fb);
+      read += (name ? name->len : 0) + (file ? file->len : 0) + 1;
+      found = library_text(name) || library_text(file);
+    }
+    tcuda_status s = tc_tsnap_spend(h, "stack frames", read);
+    if (s) return s;
+    h->frame_lib[li] = (unsigned char)(found ? 2 : 1);
+  }
+  *lib = h->frame_lib[li] == 2;
+  return TCUDA_SUCCESS;
 }
 
 static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, size_t *skip) {
@@ -177,9 +307,9 @@ static tcuda_status read_entry(conv *c, size_t i, tc_pv *const *ents, size_t n, 
       if (!tc_u64map_put(&c->live, addr, op.slot) || !tc_u64map_put(&c->blkseen, addr, 1)) return oom(c->func);
     } else {
       h->recorded_ooms++;
-      int lib = h->num_frames && h->frames_req[h->num_frames - 1] == h->num_requests - 1 &&
-                tc_tsnap_library_frames(h->frames_json[h->num_frames - 1]);
-      if (!lib && !(h->num_frames && h->frames_req[h->num_frames - 1] == h->num_requests - 1)) {
+      int has = h->num_frames && h->frames_req[h->num_frames - 1] == h->num_requests - 1, lib = 0;
+      if (has && (s = tc_tsnap_request_library(h, h->num_requests - 1, &lib))) return s;
+      if (!lib && !has) {
         /* no frames: a smaller request next, before any free */
         for (size_t k = i + 1; k < n && k < i + 64; k++) {
           const char *a2 = tc_pv_as_str(tc_pv_get(ents[k], "action"));
@@ -384,21 +514,74 @@ static tcuda_status add_pool_segment(conv *c, uint64_t addr, uint64_t size, uint
   return TCUDA_SUCCESS;
 }
 
+static int cmp_pseg(const void *a, const void *b) {
+  const pseg *x = a, *y = b;
+  return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* The segments are disjoint (check_segments), so an address lies in at
+ * most one: the last that starts at or below it. */
 static void route_pools(conv *c) {
   tc_tsnap *h = c->h;
   if (!c->npsegs) return;
+  qsort(c->psegs, c->npsegs, sizeof *c->psegs, cmp_pseg);
   unsigned char seen[1025] = {0};
   for (size_t i = 0; i < h->num_ops; i++) {
     tc_tsop *op = &h->ops[i];
     if (op->kind != HOP_ALLOC) continue;
-    for (size_t k = 0; k < c->npsegs; k++)
-      if (op->addr >= c->psegs[k].addr && op->addr - c->psegs[k].addr < c->psegs[k].size) {
-        op->pool = c->psegs[k].pool;
-        if (!seen[op->pool]) op->flags |= HOP_F_CAPTURE;
-        seen[op->pool] = 1;
-        break;
-      }
+    size_t lo = 0, hi = c->npsegs;
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (c->psegs[mid].addr <= op->addr) lo = mid + 1;
+      else hi = mid;
+    }
+    const pseg *p = lo ? &c->psegs[lo - 1] : NULL;
+    if (p && op->addr - p->addr < p->size) {
+      op->pool = p->pool;
+      if (!seen[op->pool]) op->flags |= HOP_F_CAPTURE;
+      seen[op->pool] = 1;
+    }
   }
+}
+
+typedef struct {
+  uint64_t addr, size;
+} span;
+static int cmp_span(const void *a, const void *b) {
+  const span *x = a, *y = b;
+  return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* The device's segments must be disjoint: checked on all of them before
+ * any block is read, since a segment named again (or overlapping another)
+ * would bring its blocks in again. */
+static tcuda_status check_segments(conv *c, tc_pv *const *it, size_t n) {
+  span *v = malloc((n ? n : 1) * sizeof *v);
+  if (!v) return oom(c->func);
+  size_t m = 0;
+  tcuda_status s = TCUDA_SUCCESS;
+  for (size_t i = 0; i < n && !s; i++) {
+    const tc_pv *sg = it[i];
+    int64_t dev = 0;
+    uint64_t addr = 0, size = 0;
+    if (!sg || sg->kind != TC_PV_DICT || !get_u64(sg, "address", &addr) || !get_u64(sg, "total_size", &size) ||
+        !addr || !size || addr + size < addr)
+      s = tc_error(TCUDA_ERROR_PARSE, "%s: segment %zu: needs 'address' and 'total_size' integers > 0", c->func, i);
+    tc_pv_as_int(tc_pv_get(sg, "device"), &dev);
+    if (!s && dev == c->h->device) v[m++] = (span){addr, size};
+  }
+  if (!s && m) qsort(v, m, sizeof *v, cmp_span);
+  for (size_t i = 1; i < m && !s; i++) {
+    if (v[i].addr == v[i - 1].addr)
+      s = tc_error(TCUDA_ERROR_PARSE, "%s: the segment at 0x%llx (%llu bytes) is listed twice", c->func,
+                   (unsigned long long)v[i].addr, (unsigned long long)v[i].size);
+    else if (v[i].addr - v[i - 1].addr < v[i - 1].size)
+      s = tc_error(TCUDA_ERROR_PARSE, "%s: the segment at 0x%llx (%llu bytes) overlaps the segment at 0x%llx (%llu bytes)",
+                   c->func, (unsigned long long)v[i].addr, (unsigned long long)v[i].size,
+                   (unsigned long long)v[i - 1].addr, (unsigned long long)v[i - 1].size);
+  }
+  free(v);
+  return s;
 }
 
 static tcuda_status read_segments(conv *c, const tc_pv *segs) {
@@ -407,13 +590,14 @@ static tcuda_status read_segments(conv *c, const tc_pv *segs) {
   size_t n;
   if (!segs) return TCUDA_SUCCESS;
   if (!tc_pv_as_seq(segs, &it, &n)) return tc_error(TCUDA_ERROR_PARSE, "%s: 'segments' is not a list", c->func);
+  tcuda_status cs = check_segments(c, it, n);
+  if (cs) return cs;
   for (size_t i = 0; i < n; i++) {
     const tc_pv *sg = it[i];
     int64_t dev = 0;
-    uint64_t addr, size;
-    if (!sg || sg->kind != TC_PV_DICT || !get_u64(sg, "address", &addr) || !get_u64(sg, "total_size", &size) ||
-        !addr || !size || addr + size < addr)
-      return tc_error(TCUDA_ERROR_PARSE, "%s: segment %zu: needs 'address' and 'total_size' integers > 0", c->func, i);
+    uint64_t addr = 0, size = 0;
+    get_u64(sg, "address", &addr);
+    get_u64(sg, "total_size", &size);
     tc_pv_as_int(tc_pv_get(sg, "device"), &dev);
     if (dev != h->device) continue;
     const tc_pv *pid = tc_pv_get(sg, "segment_pool_id");
@@ -436,13 +620,27 @@ static tcuda_status read_segments(conv *c, const tc_pv *segs) {
     tc_pv *const *bl;
     size_t bn;
     if (!tc_pv_as_seq(tc_pv_get(sg, "blocks"), &bl, &bn)) continue;
-    uint64_t at = addr;
+    uint64_t at = addr, prev = 0;
     for (size_t k = 0; k < bn; k++) {
+      /* each reference read, kept or not: one list can be every segment's */
+      if ((s = tc_pv_spend(c->func, c->budget, 1))) return s;
       uint64_t bsz = 0, rq = 0, baddr = at;
       get_u64(bl[k], "size", &bsz);
       get_u64(bl[k], "requested_size", &rq);
       get_u64(bl[k], "address", &baddr);
       const char *state = tc_pv_as_str(tc_pv_get(bl[k], "state"));
+      /* torch lists a segment's blocks in address order, each inside it */
+      if (baddr < addr || baddr - addr >= size || bsz > size - (baddr - addr))
+        return tc_error(TCUDA_ERROR_PARSE, "%s: the block at 0x%llx (%llu bytes) lies outside its segment at 0x%llx (%llu bytes)",
+                        c->func, (unsigned long long)baddr, (unsigned long long)bsz, (unsigned long long)addr,
+                        (unsigned long long)size);
+      if (k && baddr == prev)
+        return tc_error(TCUDA_ERROR_PARSE, "%s: the block at 0x%llx (%llu bytes) is listed twice", c->func,
+                        (unsigned long long)baddr, (unsigned long long)bsz);
+      if (k && baddr < at)
+        return tc_error(TCUDA_ERROR_PARSE, "%s: the block at 0x%llx (%llu bytes) overlaps the block at 0x%llx", c->func,
+                        (unsigned long long)baddr, (unsigned long long)bsz, (unsigned long long)prev);
+      prev = baddr;
       at = baddr + bsz;
       if (!state || strncmp(state, "active", 6) || !bsz || tc_u64map_get(&c->blkseen, baddr)) continue;
       uint32_t slot;
@@ -534,11 +732,34 @@ static void place_blocks(tc_tsnap *h) {
 
 /* ---- loading ---- */
 
+/* A stream value the file never names, for the replay's own record_stream
+ * marker: a fixed reserved value could be written in a file (stream -15),
+ * and a block on the marker's own stream would then be freed at once. Of
+ * the n + 1 values from the top down at most n are named: a bitmap of
+ * those finds the highest free one. */
+static tcuda_status pick_marker(const char *func, tc_tsnap *h) {
+  const uint64_t top = UINT64_MAX - 14;
+  size_t n = h->num_ops + h->num_segs;
+  unsigned char *used = calloc(n / 8 + 1, 1);
+  if (!used) return oom(func);
+  for (size_t i = 0; i < n; i++) {
+    uint64_t v = i < h->num_ops ? h->ops[i].stream : h->segs[i - h->num_ops].stream;
+    if (v <= top && top - v <= n) used[(top - v) / 8] |= (unsigned char)(1u << ((top - v) % 8));
+  }
+  size_t d = 0;
+  while (used[d / 8] & (1u << (d % 8))) d++;
+  free(used);
+  h->marker_stream = top - d;
+  return TCUDA_SUCCESS;
+}
+
 void tc_tsnap_free(tc_tsnap *h) {
   if (!h) return;
-  for (size_t i = 0; i < h->num_frames; i++) free(h->frames_json[i]);
-  free(h->frames_json);
   free(h->frames_req);
+  free(h->frames_list);
+  free(h->frame_lists);
+  free(h->frame_lib);
+  tc_arena_destroy(h->arena);
   free(h->ops);
   free(h->req_op);
   free(h->op_time_us);
@@ -548,24 +769,17 @@ void tc_tsnap_free(tc_tsnap *h) {
   memset(h, 0, sizeof *h);
 }
 
-const char *tc_tsnap_frames(const tc_tsnap *h, size_t req) {
-  size_t lo = 0, hi = h->num_frames;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (h->frames_req[mid] < req) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo < h->num_frames && h->frames_req[lo] == req ? h->frames_json[lo] : NULL;
-}
-
-tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int device, tc_tsnap *h) {
+tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int device, const tc_tsnap_limits *lim,
+                           tc_tsnap *h) {
   memset(h, 0, sizeof *h);
   if (device < 0) device = 0;
   tc_arena *ar = tc_arena_create();
   if (!ar) return oom(func);
   tc_pv *root = NULL;
-  tcuda_status s = tc_pv_parse(func, data, len, ar, &root);
-  conv c = {.func = func, .h = h};
+  tc_pv_budget_init(&h->budget, lim ? lim->work_budget : 0, len);
+  snprintf(h->where, sizeof h->where, "%s", func);
+  tcuda_status s = tc_pv_parse(func, data, len, &h->budget, ar, &root);
+  conv c = {.func = func, .h = h, .budget = &h->budget};
   h->device = device;
   tc_pv *const *traces = NULL, *const *ents = NULL;
   size_t ntr = 0, n = 0;
@@ -596,36 +810,30 @@ tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int d
   if (!s) {
     route_pools(&c);
     place_blocks(h);
+    s = pick_marker(func, h);
   }
+  tc_u64map_free(&c.flists);
   tc_u64map_free(&c.live);
   tc_u64map_free(&c.segseen);
   tc_u64map_free(&c.blkseen);
   free(c.pending);
   free(c.psegs);
-  tc_arena_destroy(ar);
+  if (!s && h->num_frames) h->arena = ar; /* the frame lists live there */
+  else tc_arena_destroy(ar);
   if (s) tc_tsnap_free(h);
   return s;
 }
 
-tcuda_status tc_tsnap_load_file(const char *func, const char *path, int device, tc_tsnap *h) {
+tcuda_status tc_tsnap_load_file(const char *func, const char *path, int device, const tc_tsnap_limits *lim,
+                                tc_tsnap *h) {
   memset(h, 0, sizeof *h);
-  char shown[256];
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return tc_error(TCUDA_ERROR_IO, "%s: cannot open snapshot '%s': %s", func,
-                    tc_printable(path, shown, sizeof shown), strerror(errno));
-  tc_sbuf b = {0};
-  char chunk[65536];
-  size_t got;
-  while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) tc_sbuf_put(&b, chunk, got);
-  int err = ferror(f);
-  fclose(f);
-  if (err || b.failed) {
-    tc_sbuf_free(&b);
-    return err ? tc_error(TCUDA_ERROR_IO, "%s: cannot read snapshot '%s'", func, tc_printable(path, shown, sizeof shown))
-               : oom(func);
-  }
-  tcuda_status s = tc_tsnap_load(func, b.p ? b.p : "", b.len, device, h);
-  tc_sbuf_free(&b);
+  char where[320];
+  tc_read_where(func, path, where, sizeof where);
+  char *data;
+  size_t len;
+  tcuda_status s = tc_read_file(where, path, lim ? lim->max_input : 0, &data, &len);
+  if (s) return s;
+  s = tc_tsnap_load(where, data, len, device, lim, h);
+  free(data);
   return s;
 }

@@ -12,6 +12,8 @@
 #ifndef TC_TORCHSNAP_H
 #define TC_TORCHSNAP_H
 #include "alloc/alloc.h"
+#include "inspect/jsonwrite.h"
+#include "pyval.h"
 #include "tcuda.h"
 #include <stddef.h>
 #include <stdint.h>
@@ -63,10 +65,16 @@ typedef struct tc_tsnap {
   uint32_t *req_op;        /* request index -> op index (alloc and oom entries, in order) */
   uint64_t t0_us, t1_us;   /* first and last entry's time_us (0 when absent) */
   uint64_t *op_time_us;    /* per op, relative to t0 */
-  /* frames of requests that have them, as JSON arrays; sorted by request */
+  /* frames of requests that have them: an index into frame_lists, which
+   * holds each distinct list once (a pickle can share one list among all
+   * requests); rendered only where shown (tc_tsnap_frames_json) */
   size_t num_frames;
-  uint32_t *frames_req;
-  char **frames_json;
+  uint32_t *frames_req;            /* the requests, ascending */
+  uint32_t *frames_list;           /* per such request: its list */
+  const struct tc_pv **frame_lists;
+  size_t num_frame_lists;
+  unsigned char *frame_lib;        /* per list: 0 not known yet, 1 no library's, 2 a library's */
+  struct tc_arena *arena;          /* the parsed file, kept while frame_lists point into it */
   int device;
   int truncated;           /* the window does not start from an empty allocator */
   tc_tsseg *segs;           /* truncated: segments at the start */
@@ -81,19 +89,44 @@ typedef struct tc_tsnap {
   tc_alloc_config cfg;     /* the snapshot's allocator_settings */
   char conf_text[512];     /* the same as a config string ("" = torch's defaults) */
   int num_devices;         /* device_traces' length */
+  char where[320];         /* what messages about it start with: "FUNC: PATH" (FUNC for a buffer) */
+  tc_pv_budget budget;     /* the work it may cost (pyval.h): spent by the reader and the
+                              conversion, then by what is rendered from it (frames, output) */
+  uint64_t marker_stream;  /* the stream the replay's deferred frees wait on: a value that no
+                              entry or segment of the file names, so none can be taken for it */
 } tc_tsnap;
 
+/* What one snapshot may cost (a hostile file must cost no more than its
+ * size); zeros are the defaults. */
+typedef struct tc_tsnap_limits {
+  uint64_t max_input;   /* files: the most bytes read; 0: TC_READ_MAX_DEFAULT (readfile.h) */
+  uint64_t work_budget; /* the tc_pv_budget limit (pyval.h); 0: the default for the input's size */
+} tc_tsnap_limits;
+
 /* The history of `device` (-1: 0) from a snapshot file's bytes (pickle or
- * JSON). Errors name func and what is wrong; *h is then zeroed. */
-tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int device, tc_tsnap *h);
-/* The same from a file. */
-tcuda_status tc_tsnap_load_file(const char *func, const char *path, int device, tc_tsnap *h);
+ * JSON). lim NULL: the defaults. Errors name func and what is wrong; *h is
+ * then zeroed. A snapshot that contradicts itself (segments or blocks listed
+ * twice or overlapping, a block outside its segment) is refused. */
+tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int device, const tc_tsnap_limits *lim,
+                           tc_tsnap *h);
+/* The same from a file; every message then starts "func: PATH: ". */
+tcuda_status tc_tsnap_load_file(const char *func, const char *path, int device, const tc_tsnap_limits *lim,
+                                tc_tsnap *h);
 void tc_tsnap_free(tc_tsnap *h);
-/* The frames JSON of request `req`, or NULL. */
-const char *tc_tsnap_frames(const tc_tsnap *h, size_t req);
-/* 1 when frames (a JSON array) point into a library that retries smaller
- * on an OOM: cuDNN, cuBLAS, workspace selection, a convolution. */
-int tc_tsnap_library_frames(const char *json);
+/* At most this many frames of a list are shown, each string cut to this
+ * many bytes (at a character's start, "..." added). */
+#define TC_TSNAP_MAX_FRAMES 64
+#define TC_TSNAP_FRAME_TEXT 256
+/* Appends request req's frames to b as a JSON array ("[]" without any),
+ * the bytes spent from h->budget (its error when spent). */
+tcuda_status tc_tsnap_frames_json(tc_tsnap *h, size_t req, tc_sbuf *b);
+/* *lib = 1 when request req's frames point into a library that retries
+ * smaller on an OOM: cuDNN, cuBLAS, workspace selection, a convolution.
+ * The bytes read are spent from h->budget, once per list (the answer is
+ * kept): not thread safe. */
+tcuda_status tc_tsnap_request_library(tc_tsnap *h, size_t req, int *lib);
+/* Spends n units from h->budget for `what`: its error names the file. */
+tcuda_status tc_tsnap_spend(tc_tsnap *h, const char *what, uint64_t n);
 
 /* ---- snapreplay.c ---- */
 
@@ -121,6 +154,8 @@ typedef struct tc_tsrun_opts {
 typedef struct tc_tsrun_result {
   uint64_t peak_reserved, peak_allocated, peak_segments;
   uint64_t segment_calls, retries, ooms;
+  int start_oom;            /* stop_at_oom: the state when the history begins did not fit (without
+                               stop_at_oom that is an error) */
   int64_t first_oom;        /* request index, -1: none */
   uint64_t first_oom_size;
   size_t diverged;          /* exact: places where torch's recorded segments could not be followed */

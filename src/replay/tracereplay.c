@@ -15,6 +15,7 @@
 #include "inspect/history.h"
 #include "inspect/jsonwrite.h"
 #include "inspect/report.h"
+#include "readfile.h"
 #include "trace.h"
 #include <errno.h>
 #include <stddef.h>
@@ -443,25 +444,17 @@ static tcuda_status gathered(const char *func, tcuda_status s, tc_sbuf *b, char 
   return s;
 }
 
-/* The trace file's text into b (the trace is input: it is held whole). */
-static tcuda_status read_trace(const char *func, const char *trace_path, tc_sbuf *b) {
-  quoted qp;
-  FILE *f = fopen(trace_path, "rb");
-  if (!f) return tc_error(TCUDA_ERROR_IO, "%s: cannot open trace '%s': %s", func, q(&qp, trace_path), strerror(errno));
-  char chunk[65536];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) tc_sbuf_put(b, chunk, n);
-  int rd_err = ferror(f);
-  fclose(f);
-  if (rd_err) {
-    tc_sbuf_free(b);
-    return tc_error(TCUDA_ERROR_IO, "%s: cannot read trace '%s'", func, q(&qp, trace_path));
-  }
-  if (b->failed) {
-    tc_sbuf_free(b);
-    return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: trace '%s' does not fit in host memory", func,
-                    q(&qp, trace_path));
-  }
+/* The trace file's text into b (the trace is input: it is held whole),
+ * at most the options' max_input_bytes. */
+static tcuda_status read_trace(const char *func, const char *trace_path, const tcuda_replay_options_t *opt,
+                               tc_sbuf *b) {
+  char where[320];
+  uint64_t cap = opt && opt->struct_size >= sizeof *opt ? opt->max_input_bytes : 0;
+  char *data;
+  size_t len;
+  tcuda_status s = tc_read_file(tc_read_where(func, trace_path, where, sizeof where), trace_path, cap, &data, &len);
+  if (s) return s;
+  *b = (tc_sbuf){.p = data, .len = len, .cap = len + 1};
   return TCUDA_SUCCESS;
 }
 
@@ -480,7 +473,7 @@ tcuda_status tcuda_replay_file(const char *trace_path, const tcuda_replay_option
   *json_out = NULL;
   TC_CHECK_ARG(F, trace_path, "trace_path");
   tc_sbuf text = {0}, out = {0};
-  tcuda_status s = read_trace(F, trace_path, &text);
+  tcuda_status s = read_trace(F, trace_path, opt, &text);
   if (s) return s;
   s = replay_text(F, text.p ? text.p : "", text.len, opt, gather, &out);
   tc_sbuf_free(&text);
@@ -493,7 +486,7 @@ tcuda_status tcuda_replay_file_to(const char *trace_path, const tcuda_replay_opt
   TC_CHECK_ARG(F, trace_path, "trace_path");
   TC_CHECK_ARG(F, write_fn, "write_fn");
   tc_sbuf text = {0};
-  tcuda_status s = read_trace(F, trace_path, &text);
+  tcuda_status s = read_trace(F, trace_path, opt, &text);
   if (s) return s;
   s = replay_text(F, text.p ? text.p : "", text.len, opt, write_fn, user);
   tc_sbuf_free(&text);

@@ -107,7 +107,13 @@ static uint64_t le(const unsigned char *p, int n) {
 
 static inline tc_pv *node(up *u, tc_pv_kind kind) { return tc_pv_node(&u->b, kind); }
 
-static inline tcuda_status push(up *u, tc_pv *x) { return tc_pv_push(&u->b, x) ? TCUDA_SUCCESS : oom(u); }
+/* Every push costs a unit of the budget: a memo reference (GET) or a DUP
+ * as much as a new value, since whatever walks the tree sees each. */
+static inline tcuda_status push(up *u, tc_pv *x) {
+  tcuda_status s = tc_pv_spend(u->F, u->b.budget, 1);
+  if (s) return s;
+  return tc_pv_push(&u->b, x) ? TCUDA_SUCCESS : oom(u);
+}
 
 /* A new value onto the stack (counted for the memo bound). */
 static tcuda_status push_new(up *u, tc_pv *v) {
@@ -135,10 +141,11 @@ static tcuda_status pop_mark(up *u, size_t *base, size_t *k) {
   return TCUDA_SUCCESS;
 }
 
-/* k values from src into a fresh array of `slots` (>= k) */
-static tc_pv **items_copy(up *u, tc_pv *const *src, size_t k, size_t slots) {
+/* k values from src into a fresh array of `slots` (>= k); a dict's keeps
+ * the slot for its index. */
+static tc_pv **items_copy(up *u, tc_pv *const *src, size_t k, size_t slots, int dict) {
   if (!slots) return NULL;
-  tc_pv **a = tc_arena_alloc(u->b.ar, slots * sizeof *a);
+  tc_pv **a = dict ? tc_pv_dict_items(u->b.ar, slots) : tc_arena_alloc(u->b.ar, slots * sizeof *a);
   if (a && k) memcpy(a, src, k * sizeof *a);
   return a;
 }
@@ -149,7 +156,7 @@ static tcuda_status extend(up *u, tc_pv *c, tc_pv *const *src, size_t k, size_t 
   size_t n = c->n, add = k / per;
   if (add > UINT32_MAX - n) return bad(u, "the container would exceed 2^32 - 1 items");
   if (n + add > tc_pv_cap(n)) {
-    tc_pv **a = items_copy(u, c->u.items, n * per, tc_pv_cap(n + add) * per);
+    tc_pv **a = items_copy(u, c->u.items, n * per, tc_pv_cap(n + add) * per, per == 2);
     if (!a) return oom(u);
     c->u.items = a;
   }
@@ -164,9 +171,9 @@ static tcuda_status build(up *u, tc_pv_kind kind, size_t base, size_t k) {
   if (per == 2 && k % 2) return bad(u, "an odd number of values for key/value pairs");
   if (k / per > UINT32_MAX) return bad(u, "the container would exceed 2^32 - 1 items");
   tc_pv *v = node(u, kind);
-  if (!v) return oom(u);
+  if (!v || (per == 2 && !tc_pv_track_dict(&u->b, v))) return oom(u);
   size_t slots = kind == TC_PV_TUPLE ? k : tc_pv_cap(k / per) * per;
-  v->u.items = items_copy(u, u->b.stack + base, k, slots);
+  v->u.items = items_copy(u, u->b.stack + base, k, slots, per == 2);
   if (slots && !v->u.items) return oom(u);
   v->n = (uint32_t)(k / per);
   u->b.sn = base;
@@ -330,7 +337,7 @@ static tcuda_status run(up *u, tc_pv **out) {
         return bad(u, m);
       }
       *out = u->b.stack[0];
-      return TCUDA_SUCCESS;
+      return tc_pv_index_dicts(u->F, &u->b);
     case OP_MARK:
       if (u->nmarks == TC_PV_MAX_DEPTH) {
         char m[64];
@@ -405,7 +412,10 @@ static tcuda_status run(up *u, tc_pv **out) {
       u->pos += 8;
       s = text(u, le(a, 8), op == OP_BINUNICODE8 ? TC_PV_STR : TC_PV_BYTES);
       break;
-    case OP_EMPTY_DICT: s = push_new(u, node(u, TC_PV_DICT)); break;
+    case OP_EMPTY_DICT:
+      x = node(u, TC_PV_DICT);
+      s = x && !tc_pv_track_dict(&u->b, x) ? oom(u) : push_new(u, x);
+      break;
     case OP_EMPTY_LIST: s = push_new(u, node(u, TC_PV_LIST)); break;
     case OP_EMPTY_TUPLE: s = push_new(u, node(u, TC_PV_TUPLE)); break;
     case OP_DICT:
@@ -459,7 +469,8 @@ static tcuda_status run(up *u, tc_pv **out) {
   }
 }
 
-tcuda_status tc_pv_unpickle(const char *func, const void *data, size_t len, tc_arena *ar, tc_pv **out) {
+tcuda_status tc_pv_unpickle(const char *func, const void *data, size_t len, tc_pv_budget *budget, tc_arena *ar,
+                            tc_pv **out) {
   const char *F = func ? func : "tc_pv_unpickle";
   TC_CHECK_ARG(F, out, "out");
   *out = NULL;
@@ -471,11 +482,14 @@ tcuda_status tc_pv_unpickle(const char *func, const void *data, size_t len, tc_a
   u->d = data;
   u->len = len;
   u->b.ar = ar;
+  tc_pv_budget own;
+  if (!budget) tc_pv_budget_init(budget = &own, 0, len);
+  u->b.budget = budget;
   tc_pv *top = NULL;
   tcuda_status s = tc_pv_stack_grow(&u->b) ? TCUDA_SUCCESS : oom(u); /* never NULL, even for an empty MARK */
   if (!s) s = run(u, &top);
   if (!s) *out = top;
-  free(u->b.stack);
+  tc_pv_build_free(&u->b);
   free(u->memo);
   free(u);
   return s;

@@ -72,7 +72,7 @@ static tcuda_status probe(const char *func, tc_tsnap *h, uint64_t capacity, row 
   tc_tsrun_result r;
   tcuda_status s = tc_tsnap_run(func, h, &o, &r);
   w->probes++;
-  if (!s) *ok = r.first_oom < 0;
+  if (!s) *ok = r.first_oom < 0 && !r.start_oom;
   tc_tsrun_result_free(&r);
   return s;
 }
@@ -154,13 +154,15 @@ static void put_series(tc_sbuf *b, const tc_tsrun_result *r) {
   tc_sbuf_puts(b, "]}");
 }
 
-static int is_library_request(const tc_tsnap *h, size_t req) {
-  const char *fr = tc_tsnap_frames(h, req);
-  if (req < h->num_requests && (h->ops[h->req_op[req]].flags & HOP_F_ADAPTIVE)) return 1;
-  return fr && tc_tsnap_library_frames(fr);
+static tcuda_status is_library_request(tc_tsnap *h, size_t req, int *lib) {
+  *lib = 1;
+  if (req < h->num_requests && (h->ops[h->req_op[req]].flags & HOP_F_ADAPTIVE)) return TCUDA_SUCCESS;
+  return tc_tsnap_request_library(h, req, lib);
 }
 
-static void put_row(tc_sbuf *b, const tc_tsnap *h, const row *w) {
+/* The row's JSON; the frames shown are spent from the snapshot's budget. */
+static tcuda_status put_row(tc_sbuf *b, tc_tsnap *h, const row *w) {
+  tcuda_status s = TCUDA_SUCCESS;
   const tc_tsrun_result *r = &w->res;
   tc_sbuf_puts(b, "{\"config\": ");
   tc_json_str(b, w->config);
@@ -175,19 +177,22 @@ static void put_row(tc_sbuf *b, const tc_tsnap *h, const row *w) {
                  (unsigned long long)r->retries, (unsigned long long)r->ooms);
   tc_sbuf_puts(b, ", \"first_oom\": ");
   if (r->first_oom >= 0) {
-    const char *fr = tc_tsnap_frames(h, (size_t)r->first_oom);
-    tc_sbuf_printf(b, "{\"request\": %lld, \"size\": %llu, \"frames\": %s}", (long long)r->first_oom,
-                   (unsigned long long)r->first_oom_size, fr ? fr : "[]");
+    tc_sbuf_printf(b, "{\"request\": %lld, \"size\": %llu, \"frames\": ", (long long)r->first_oom,
+                   (unsigned long long)r->first_oom_size);
+    if ((s = tc_tsnap_frames_json(h, (size_t)r->first_oom, b))) return s;
+    tc_sbuf_put(b, "}", 1);
   } else {
     tc_sbuf_puts(b, "null");
   }
   tc_sbuf_puts(b, ", \"min_limit\": ");
   if (w->have_min) tc_json_u64(b, w->min_limit);
   else tc_sbuf_puts(b, "null");
-  int adaptive = h->adaptive_ooms > 0 || (r->first_oom >= 0 && is_library_request(h, (size_t)r->first_oom));
+  int adaptive = h->adaptive_ooms > 0;
+  if (!adaptive && r->first_oom >= 0 && (s = is_library_request(h, (size_t)r->first_oom, &adaptive))) return s;
   tc_sbuf_printf(b, ", \"min_limit_replays\": %d, \"depends_on_adaptive\": %s", w->probes, adaptive ? "true" : "false");
   if (r->series_n) put_series(b, r);
   tc_sbuf_puts(b, "}");
+  return s;
 }
 
 const tc_whatif_row *tc_whatif_recommend(const tc_whatif_row *rows, size_t n) {
@@ -204,8 +209,9 @@ const tc_whatif_row *tc_whatif_recommend(const tc_whatif_row *rows, size_t n) {
   return best;
 }
 
-static char *document(const tc_tsnap *h, const tcuda_whatif_options_t *o, const row *rows, size_t n,
-                      const tc_tsrun_result *exact) {
+static tcuda_status document(const char *F, tc_tsnap *h, const tcuda_whatif_options_t *o, const row *rows, size_t n,
+                             const tc_tsrun_result *exact, char **out) {
+  tcuda_status s = TCUDA_SUCCESS;
   tc_sbuf b = {0};
   uint64_t cap = o->capacity ? o->capacity : TC_H200_CAPACITY;
   tc_sbuf_printf(&b, "{\"snapshot\": {\"device\": %d, \"devices\": %d, \"entries\": %zu, \"requests\": %zu, ",
@@ -222,9 +228,13 @@ static char *document(const tc_tsnap *h, const tcuda_whatif_options_t *o, const 
                  h->recorded_ooms, h->adaptive_ooms, exact->inferred_empty, exact->diverged,
                  h->has_private_pools ? "true" : "false",
                  h->t1_us > h->t0_us ? (double)(h->t1_us - h->t0_us) / 1000.0 : 0.0);
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; i < n && !s; i++) {
     tc_sbuf_puts(&b, i ? ",\n  " : "\n  ");
-    put_row(&b, h, &rows[i]);
+    s = put_row(&b, h, &rows[i]);
+  }
+  if (s) {
+    tc_sbuf_free(&b);
+    return s;
   }
   tc_sbuf_puts(&b, "],\n \"recommended\": ");
   const row *best = tc_whatif_recommend(rows, n);
@@ -262,7 +272,8 @@ static char *document(const tc_tsnap *h, const tcuda_whatif_options_t *o, const 
     NOTE("CUDA graph private pools are replayed as the default pool of their stream");
 #undef NOTE
   tc_sbuf_puts(&b, "]}\n");
-  return tc_sbuf_take(&b);
+  if (!(*out = tc_sbuf_take(&b))) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  return TCUDA_SUCCESS;
 }
 
 /* ---- entry points ---- */
@@ -347,8 +358,7 @@ static tcuda_status whatif(const char *F, tc_tsnap *h, const tcuda_whatif_option
     for (size_t i = 0; i < n && !s; i++)
       if (rows[i].st) s = tc_error(rows[i].st, "%s", rows[i].err);
   }
-  if (!s && !(*json_out = document(h, o, rows, n, &ex)))
-    s = tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
+  if (!s) s = document(F, h, o, rows, n, &ex, json_out);
   tc_tsrun_result_free(&ex);
   for (size_t i = 0; i < n; i++) tc_tsrun_result_free(&rows[i].res);
   free(rows);
@@ -365,7 +375,8 @@ tcuda_status tcuda_whatif_file(const char *snapshot_path, const tcuda_whatif_opt
   tcuda_status s = check_whatif_options(F, o);
   if (s) return s;
   tc_tsnap h;
-  if ((s = tc_tsnap_load_file(F, snapshot_path, o->device, &h))) return s;
+  tc_tsnap_limits lim = {o->max_input_bytes, o->work_budget};
+  if ((s = tc_tsnap_load_file(F, snapshot_path, o->device, &lim, &h))) return s;
   s = whatif(F, &h, o, json_out);
   tc_tsnap_free(&h);
   return s;
@@ -381,7 +392,8 @@ tcuda_status tcuda_whatif_buffer(const void *data, size_t len, const tcuda_whati
   tcuda_status s = check_whatif_options(F, o);
   if (s) return s;
   tc_tsnap h;
-  if ((s = tc_tsnap_load(F, data ? data : "", len, o->device, &h))) return s;
+  tc_tsnap_limits lim = {o->max_input_bytes, o->work_budget};
+  if ((s = tc_tsnap_load(F, data ? data : "", len, o->device, &lim, &h))) return s;
   s = whatif(F, &h, o, json_out);
   tc_tsnap_free(&h);
   return s;

@@ -117,7 +117,7 @@ printf 'a 1 100\na 1 5\n' > "$tmp/bad3.trace"
 expect_fail "trace line 2: id 1 is already live" --simulate "$tmp/bad3.trace"
 printf 'q\n' > "$tmp/bad4.trace"
 expect_fail "trace line 1: unknown op 'q'" --simulate "$tmp/bad4.trace"
-expect_fail "cannot open trace" --simulate "$tmp/does-not-exist.trace"
+expect_fail "does-not-exist.trace: cannot open: " --simulate "$tmp/does-not-exist.trace"
 # a size whose rounding up to 2 MiB would overflow is refused by the parser,
 # before anything runs, like any other bad line
 printf 'a 1 100\nc\na 2 18446744073709551615\nc\n' > "$tmp/huge.trace"
@@ -164,7 +164,7 @@ grep -q "$(printf '\033')" "$tmp/err" && bad "an escape byte from the trace reac
 printf '\033[2J\n' > "$tmp/esc.maps"
 expect_fail "esc.maps:1: expected 'ADDR SIZE', got '\\x1b[2J'" --simulate --maps "$tmp/esc.maps" "$data/basic.trace"
 grep -q "$(printf '\033')" "$tmp/err" && bad "an escape byte from the maps file reached stderr"
-expect_fail "cannot open trace '$tmp/\\x1b[2Jgone.trace'" --simulate "$tmp/$(printf '\033')[2Jgone.trace"
+expect_fail "$tmp/\\x1b[2Jgone.trace: cannot open: " --simulate "$tmp/$(printf '\033')[2Jgone.trace"
 grep -q "$(printf '\033')" "$tmp/err" && bad "an escape byte from the trace's file name reached stderr"
 # the same addresses, disjoint, are used as given
 printf '0x7f0000000000 2097152\n0x7f0004000000 20971520\n0x7f0000200000 2097152\n' > "$tmp/ok.addresses"

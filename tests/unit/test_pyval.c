@@ -14,7 +14,7 @@ static tc_arena *g_ar;
 static tcuda_status parse(const void *d, size_t n, tc_pv **out) {
   tc_arena_destroy(g_ar);
   g_ar = tc_arena_create();
-  return tc_pv_parse("test", d, n, g_ar, out);
+  return tc_pv_parse("test", d, n, NULL, g_ar, out);
 }
 static void done(void) {
   tc_arena_destroy(g_ar);
@@ -250,8 +250,8 @@ static void test_protocol_range(void) {
   CHECK_OK(parse(LIT("\x80\x02N."), &v));
   CHECK(v && v->kind == TC_PV_NONE);
   tc_arena *ar = tc_arena_create();
-  CHECK_ERR(tc_pv_unpickle("f", LIT("N."), ar, &v), TCUDA_ERROR_PARSE, "f: not a pickle of protocol 2 to 5");
-  CHECK_ERR(tc_pv_unpickle("f", "", 0, ar, &v), TCUDA_ERROR_PARSE, "f: the pickle is empty");
+  CHECK_ERR(tc_pv_unpickle("f", LIT("N."), NULL, ar, &v), TCUDA_ERROR_PARSE, "f: not a pickle of protocol 2 to 5");
+  CHECK_ERR(tc_pv_unpickle("f", "", 0, NULL, ar, &v), TCUDA_ERROR_PARSE, "f: the pickle is empty");
   tc_arena_destroy(ar);
   done();
 }
@@ -447,8 +447,8 @@ static void test_snapshot_pickle_equals_json(void) {
   if (p && j) {
     tc_arena *a1 = tc_arena_create(), *a2 = tc_arena_create();
     tc_pv *vp = NULL, *vj = NULL;
-    CHECK_OK(tc_pv_parse("t", p, np, a1, &vp));
-    CHECK_OK(tc_pv_parse("t", j, nj, a2, &vj));
+    CHECK_OK(tc_pv_parse("t", p, np, NULL, a1, &vp));
+    CHECK_OK(tc_pv_parse("t", j, nj, NULL, a2, &vj));
     CHECK(pv_eq(vp, vj, 0));
     /* values that python3's json module printed for this file */
     const tc_pv *seg = item(tc_pv_get(vp, "segments"), 0);
@@ -508,9 +508,9 @@ static void test_sniffing(void) {
   CHECK_OK(parse(LIT("\x80\x04N."), &v));
   CHECK(v && v->kind == TC_PV_NONE);
   tc_arena *ar = tc_arena_create();
-  CHECK_ERR(tc_pv_parse("f", NULL, 4, ar, &v), TCUDA_ERROR_INVALID_ARGUMENT, "f: data is NULL");
-  CHECK_ERR(tc_pv_parse("f", "{}", 2, NULL, &v), TCUDA_ERROR_INVALID_ARGUMENT, "f: ar is NULL");
-  CHECK_ERR(tc_pv_json("f", "{}", 2, ar, NULL), TCUDA_ERROR_INVALID_ARGUMENT, "f: out is NULL");
+  CHECK_ERR(tc_pv_parse("f", NULL, 4, NULL, ar, &v), TCUDA_ERROR_INVALID_ARGUMENT, "f: data is NULL");
+  CHECK_ERR(tc_pv_parse("f", "{}", 2, NULL, NULL, &v), TCUDA_ERROR_INVALID_ARGUMENT, "f: ar is NULL");
+  CHECK_ERR(tc_pv_json("f", "{}", 2, NULL, ar, NULL), TCUDA_ERROR_INVALID_ARGUMENT, "f: out is NULL");
   tc_arena_destroy(ar);
   done();
 }
@@ -613,9 +613,9 @@ static void test_json_errors(void) {
   /* any JSON value at the top, when asked for JSON directly */
   tc_pv *v = NULL;
   tc_arena *ar = tc_arena_create();
-  CHECK_OK(tc_pv_json("t", LIT(" 42 "), ar, &v));
+  CHECK_OK(tc_pv_json("t", LIT(" 42 "), NULL, ar, &v));
   CHECK(v && int_of(v) == 42);
-  CHECK_ERR(tc_pv_json("t", "", 0, ar, &v), TCUDA_ERROR_PARSE, "t: JSON line 1 column 1: the input ends");
+  CHECK_ERR(tc_pv_json("t", "", 0, NULL, ar, &v), TCUDA_ERROR_PARSE, "t: JSON line 1 column 1: the input ends");
   tc_arena_destroy(ar);
   done();
 }
@@ -664,6 +664,142 @@ static void test_accessors(void) {
   done();
 }
 
+/* A pickle or JSON dict of n keys "k0".."k{n-1}" (value: the key's number),
+ * then "k3" again (value -1), a non-str key 7, and "a\0b"; tc_pv_get must
+ * agree with a scan from the end (the oracle), indexed or not. */
+static size_t dict_doc(char *buf, size_t cap, int n, int json) {
+  size_t m = 0;
+  if (json) {
+    m += (size_t)snprintf(buf + m, cap - m, "{");
+    for (int i = 0; i < n; i++) m += (size_t)snprintf(buf + m, cap - m, "\"k%d\": %d, ", i, i);
+    m += (size_t)snprintf(buf + m, cap - m, "\"k3\": -1, \"a\\u0000b\": 5}");
+    return m;
+  }
+  m += (size_t)snprintf(buf + m, cap - m, "\x80\x04}(");
+  for (int i = 0; i <= n; i++) {
+    char k[16];
+    int kn = snprintf(k, sizeof k, "k%d", i < n ? i : 3);
+    buf[m++] = (char)0x8c;
+    buf[m++] = (char)kn;
+    memcpy(buf + m, k, (size_t)kn);
+    m += (size_t)kn;
+    buf[m++] = 'J';
+    int32_t v = i < n ? i : -1;
+    memcpy(buf + m, &v, 4);
+    m += 4;
+  }
+  memcpy(buf + m, "K\x07N\x8c\x03" "a\0bK\x05u.", 12);
+  return m + 12;
+}
+
+static const tc_pv *get_oracle(const tc_pv *d, const char *key, size_t kn) {
+  for (size_t i = d->n; i-- > 0;) {
+    const tc_pv *k = d->u.items[2 * i];
+    if (k->kind == TC_PV_STR && k->n == kn && !memcmp(k->u.s, key, kn)) return d->u.items[2 * i + 1];
+  }
+  return NULL;
+}
+
+static void test_dict_index(void) {
+  static char buf[1 << 16];
+  int sizes[] = {0, 1, TC_PV_INDEX_MIN - 1, TC_PV_INDEX_MIN, TC_PV_INDEX_MIN + 1, 100, 2000};
+  for (int json = 0; json < 2; json++)
+    for (size_t t = 0; t < sizeof sizes / sizeof *sizes; t++) {
+      int n = sizes[t];
+      size_t len = dict_doc(buf, sizeof buf, n, json);
+      tc_pv *v = NULL;
+      CHECK_OK(parse(buf, len, &v));
+      if (!v) continue;
+      CHECK_EQ_INT(v->n, (size_t)n + (json ? 2 : 3));
+      for (int i = -2; i < n + 2; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "k%d", i);
+        CHECK(tc_pv_get(v, k) == get_oracle(v, k, strlen(k)));
+      }
+      int64_t x = 0;
+      if (n > 3) CHECK(tc_pv_as_int(tc_pv_get(v, "k3"), &x) && x == -1); /* the last duplicate */
+      CHECK(!tc_pv_get(v, "a") && !tc_pv_get(v, "") && !tc_pv_get(v, "k") && !tc_pv_get(v, "zzz"));
+      CHECK(get_oracle(v, "a\0b", 3) != NULL);
+    }
+  /* a dict grown after it was memoized and fetched again (SETITEM on a GET) */
+  char p[4096];
+  size_t m = 0;
+  memcpy(p, "\x80\x04}\x94", 4);
+  m = 4;
+  for (int i = 0; i < 20; i++) {
+    char k[8];
+    int kn = snprintf(k, sizeof k, "g%d", i);
+    p[m++] = 'h';
+    p[m++] = 0;
+    p[m++] = (char)0x8c;
+    p[m++] = (char)kn;
+    memcpy(p + m, k, (size_t)kn);
+    m += (size_t)kn;
+    p[m++] = 'K';
+    p[m++] = (char)i;
+    p[m++] = 's';
+    p[m++] = '0';
+  }
+  p[m++] = '.';
+  tc_pv *v = NULL;
+  CHECK_OK(parse(p, m, &v));
+  int64_t x = -1;
+  CHECK(v && v->n == 20 && tc_pv_as_int(tc_pv_get(v, "g17"), &x) && x == 17);
+  done();
+}
+
+static void test_budget(void) {
+  tc_pv_budget b;
+  tc_pv_budget_init(&b, 0, 1000);
+  CHECK_EQ_INT(b.limit, 1000 * (uint64_t)TC_PV_WORK_PER_BYTE + TC_PV_WORK_MIN);
+  CHECK_EQ_INT(b.used, 0);
+  tc_pv_budget_init(&b, 0, SIZE_MAX);
+  CHECK(b.limit >= TC_PV_WORK_MIN); /* saturates, never wraps */
+  tc_pv_budget_init(&b, 77, 1000);
+  CHECK_EQ_INT(b.limit, 77);
+  /* [x, x, ..., x]: one dict and 300 memo references to it */
+  static char p[2048];
+  size_t m = 0;
+  memcpy(p, "\x80\x04](}\x94", 6);
+  m = 6;
+  for (int i = 0; i < 299; i++) p[m++] = 'h', p[m++] = 0;
+  memcpy(p + m, "e.", 2);
+  m += 2;
+  tc_arena *ar = tc_arena_create();
+  tc_pv *v = NULL;
+  tc_pv_budget_init(&b, 0, m);
+  CHECK_OK(tc_pv_parse("t", p, m, &b, ar, &v));
+  CHECK(b.used >= 301 && b.used < 400); /* each reference counts */
+  tc_pv_budget_init(&b, 250, m);
+  CHECK_ERR(tc_pv_parse("t", p, m, &b, ar, &v), TCUDA_ERROR_PARSE,
+            "t: the input needs more work than its budget of 250 units");
+  CHECK(v == NULL);
+  /* JSON counts its values too; a budget shared with later work keeps counting */
+  tc_pv_budget_init(&b, 5, 0);
+  CHECK_ERR(tc_pv_json("j", LIT("[1, 2, 3, 4, 5, 6]"), &b, ar, &v), TCUDA_ERROR_PARSE, "budget of 5 units");
+  tc_pv_budget_init(&b, 100, 0);
+  CHECK_OK(tc_pv_json("j", LIT("[1, 2, 3]"), &b, ar, &v));
+  CHECK_EQ_INT(b.used, 4);
+  CHECK_OK(tc_pv_spend("j", &b, 96));
+  CHECK_ERR(tc_pv_spend("j", &b, 1), TCUDA_ERROR_PARSE, "j: the input needs more work than its budget of 100");
+  tc_arena_destroy(ar);
+}
+
+static void test_str_lengths(void) {
+  tc_pv *v = NULL;
+  /* ["alloc\0junk", "alloc"] */
+  CHECK_OK(parse(LIT("[\"alloc\\u0000junk\", \"alloc\"]"), &v));
+  tc_pv *const *it = NULL;
+  size_t n = 0, len = 0;
+  CHECK(tc_pv_as_seq(v, &it, &n) && n == 2);
+  if (n == 2) {
+    CHECK(tc_pv_as_strn(it[0], &len) && len == 10);
+    CHECK(!tc_pv_is_str(it[0], "alloc") && tc_pv_is_str(it[1], "alloc") && !tc_pv_is_str(it[1], "allo"));
+    CHECK(!tc_pv_as_strn(v, &len) && !tc_pv_is_str(NULL, "alloc"));
+  }
+  done();
+}
+
 static void test_arena(void) {
   tc_arena *ar = tc_arena_create();
   CHECK(ar != NULL);
@@ -687,4 +823,5 @@ TC_MAIN(T(test_protocols_2_to_5), T(test_memo_shares_nodes), T(test_list_appende
         T(test_truncation_at_every_byte), T(test_stack_discipline), T(test_memo_bounds), T(test_mark_depth_limit),
         T(test_pickle_utf8), T(test_frame_bounds), T(test_list_growth), T(test_snapshot_pickle_equals_json),
         T(test_recorded_snapshots_parse), T(test_sniffing), T(test_json_values), T(test_json_escapes),
-        T(test_json_surrogates), T(test_json_errors), T(test_json_depth_limit), T(test_accessors), T(test_arena))
+        T(test_json_surrogates), T(test_json_errors), T(test_json_depth_limit), T(test_accessors), T(test_dict_index), T(test_budget),
+        T(test_str_lengths), T(test_arena))

@@ -1,0 +1,25 @@
+/* Reading a whole input file (a snapshot, a trace) that may be hostile:
+ * never more than a cap, and a clean error when memory runs out. */
+#ifndef TC_READFILE_H
+#define TC_READFILE_H
+#include "tcuda.h"
+#include <stddef.h>
+#include <stdint.h>
+
+/* The default cap: far above a real snapshot (a 1M-entry history is tens
+ * to a few hundred MB), well below what a device file such as /dev/zero
+ * would feed forever. */
+#define TC_READ_MAX_DEFAULT ((uint64_t)1 << 30)
+
+/* "func: PATH" into buf (the path made printable), for messages that name
+ * the file: every error about its content then reads "func: PATH: ...". */
+const char *tc_read_where(const char *func, const char *path, char *buf, size_t n);
+
+/* The file at path, whole, into *data (malloc'd, NUL-terminated; free it)
+ * and *len. At most cap bytes (0: TC_READ_MAX_DEFAULT). Errors, each
+ * "WHERE: ...": TCUDA_ERROR_IO (cannot open or read it, or it is larger
+ * than the cap, which the message names), TCUDA_ERROR_HOST_OUT_OF_MEMORY.
+ * *data is then NULL. */
+tcuda_status tc_read_file(const char *where, const char *path, uint64_t cap, char **data, size_t *len);
+
+#endif
