@@ -32,6 +32,10 @@
  *       rounds alternating which goes first; and whether (h) made compact
  *       unmap and map pages. --churn-sim CONF runs (h) on the simulated
  *       device under the config CONF (no GPU needed)
+ *   (j) thread_cache:16 against the default mode: (a), (c), (d) and the
+ *       extra peak reserved of (b) and (h), in child processes
+ *       (bench_alloc_tcache.h); --tcache-sim N runs (g)'s policy-alone
+ *       pairs for both modes on the simulated device (no GPU needed)
  *
  * Prints RESULT lines (format: bench/run-gpu). BENCH_ALLOC_SCALE=0.1 runs
  * fewer iterations. Without a GPU it prints SKIPPED and exits 0. */
@@ -975,6 +979,8 @@ static void policy_compare(const char *self) {
   fflush(stdout);
 }
 
+#include "bench_alloc_tcache.h" /* (j) */
+
 int main(int argc, char **argv) {
   const char *sc = getenv("BENCH_ALLOC_SCALE");
   if (sc && atof(sc) > 0) g_scale = atof(sc);
@@ -988,6 +994,14 @@ int main(int argc, char **argv) {
     g_iters_mix_warm = scaled(20000);
     g_iters_mix = scaled(20000);
     return policy_child(argv[2]);
+  }
+  if (argc >= 3 && !strcmp(argv[1], "--tcache-sim")) return tcache_sim(argv[2]);
+  if (argc >= 3 && !strcmp(argv[1], "--tcache")) {
+    g_iters_pair = scaled(100000);
+    g_iters_thr = scaled(20000);
+    g_iters_mix_warm = scaled(20000);
+    g_iters_mix = scaled(20000);
+    return tcache_child(argv[2]);
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
 
@@ -1127,6 +1141,8 @@ int main(int argc, char **argv) {
 
   /* (i) policy:compact against the torch-identical policy, in child processes */
   policy_compare(self);
+  /* (j) thread_cache:N against the default mode, in child processes */
+  tcache_compare(self);
 
   /* (f) last: a failure inside torch's C++ may end the process */
   if (have_streams) {

@@ -25,6 +25,8 @@
  *   stats.c      stats.h       the counters every part records, the trace;
  *                              stats, resets, snapshot, block lookup (alloc.h)
  *   blockmap.c   blockmap.h    allocated blocks by address (hash table)
+ *   tcache.c     tcache.h      thread_cache:N, per-thread caches of small blocks;
+ *                              frees through tc_alloc.tc_release (malloc.c)
  *   lock.c       lock.h        the lock, combining of contended calls
  *   (none)       types.h       the shared types, hot-path attributes
  * and beside the policy:
@@ -89,6 +91,8 @@ int tc_alloc_self_check(tc_alloc *a, char *why, size_t n);
 /* Free addr if this allocator handed it out: returns 1 and sets *status;
  * returns 0, with no message and nothing changed, if addr is not its own. */
 int tc_alloc_free_if_owned(tc_alloc *a, uint64_t addr, tcuda_status *status);
+/* thread_cache: stream is being destroyed; blocks cached for it go back. */
+void tc_alloc_stream_gone(tc_alloc *a, uint64_t stream);
 /* record_stream with a stream that lives on another device. */
 tcuda_status tc_alloc_record_stream_on(tc_alloc *a, uint64_t addr, uint64_t stream, int stream_device);
 

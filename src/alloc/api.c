@@ -47,6 +47,12 @@ static void load_cfg_locked(void) {
 
 static int64_t stream_id_of(uint64_t handle);
 
+/* thread_cache: a destroyed stream's cached blocks go back (stream.h). */
+static void stream_destroyed(int device, uint64_t handle) {
+  if (device < 0 || device >= TC_MAX_DEVICES) return;
+  tc_alloc_stream_gone(atomic_load_explicit(&g_allocs[device], memory_order_acquire), handle);
+}
+
 static tcuda_status create_alloc(const char *func, int device, tc_alloc **out) {
   pthread_mutex_lock(&g_mu);
   tc_alloc *a = atomic_load(&g_allocs[device]);
@@ -62,6 +68,7 @@ static tcuda_status create_alloc(const char *func, int device, tc_alloc **out) {
       else if ((s = tc_alloc_create(device, tc_backend_cuda(), &g_cfg, p.total_memory, &a))) s = prefixed(func, s);
       else {
         tc_hooks_created(a, device, stream_id_of); /* layers above attach to it (hooks.h) */
+        atomic_store(&tc_stream_destroy_hook, stream_destroyed);
         atomic_store_explicit(&g_allocs[device], a, memory_order_release);
         if (atomic_load(&g_nmax) < device + 1) atomic_store(&g_nmax, device + 1);
       }

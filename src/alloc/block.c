@@ -17,6 +17,10 @@ tcuda_status tc_add_slabs(tc_alloc *a, size_t n) {
     if (!slab) return host_oom();
     a->slabs[a->nslabs++] = slab;
     for (size_t i = 0; i < TC_SLAB_BLOCKS; i++) {
+      /* new_block leaves these alone: a struct comes back to the free list
+       * with them clear (tcache.h clears them before a block is freed) */
+      slab[i].tco = NULL;
+      slab[i].tcached = 0;
       slab[i].next = a->freelist;
       a->freelist = &slab[i];
     }

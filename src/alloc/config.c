@@ -217,6 +217,14 @@ static tcuda_status parse_value(const char *src, const tokens *t, size_t *i, con
     else if (!strcmp(t->tok[*i], "compact")) *(int *)field = TC_POLICY_COMPACT;
     else return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: expected 'torch' or 'compact', got '%s'", src, key, t->tok[*i]);
     return TCUDA_SUCCESS;
+  case TC_KEY_COUNT: {
+    uint64_t v;
+    if ((s = value_at(src, t, i, key))) return s;
+    if (!parse_u64(t->tok[*i], &v) || v > 256)
+      return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: expected an integer in [0, 256], got '%s'", src, key, t->tok[*i]);
+    *(int *)field = (int)v;
+    return TCUDA_SUCCESS;
+  }
   case TC_KEY_THREADS: {
     uint64_t v;
     if ((s = value_at(src, t, i, key))) return s;
@@ -316,6 +324,8 @@ size_t tc_alloc_config_format(const tc_alloc_config *cfg, char *buf, size_t n) {
       if (v > 0) PUT("%s%s:%.17g", sep, d->key, v);
     } else if (d->kind == TC_KEY_BOOL) {
       PUT("%s%s:%s", sep, d->key, *(const int *)field ? "True" : "False");
+    } else if (d->kind == TC_KEY_COUNT) {
+      if (*(const int *)field) PUT("%s%s:%d", sep, d->key, *(const int *)field);
     } else if (d->kind == TC_KEY_POLICY) {
       if (*(const int *)field == TC_POLICY_COMPACT) PUT("%s%s:compact", sep, d->key);
     } else if (d->kind == TC_KEY_DIVISIONS) {
@@ -354,7 +364,8 @@ int64_t tc_alloc_config_int(const tc_alloc_config *cfg, const tc_config_key *d, 
   }
   case TC_KEY_BOOL: return *(const int *)field != 0;
   case TC_KEY_DIVISIONS: return slot >= 0 && slot < TC_ROUNDUP_SLOTS ? ((const unsigned *)field)[slot] : 0;
-  case TC_KEY_POLICY: return *(const int *)field;
+  case TC_KEY_POLICY:
+  case TC_KEY_COUNT: return *(const int *)field;
   case TC_KEY_FRACTION: /* tc_alloc_config_real */
   case TC_KEY_BACKEND:
   case TC_KEY_THREADS: break;

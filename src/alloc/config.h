@@ -29,6 +29,7 @@ typedef struct tc_alloc_config {
   int expandable_segments;
   int release_lock_on_cudamalloc;
   int policy;                            /* TC_POLICY_TORCH or TC_POLICY_COMPACT */
+  int thread_cache;                      /* thread_cache:N, 0 = off (src/alloc/tcache.h) */
   char text[512];                        /* the string it was parsed from */
 } tc_alloc_config;
 
@@ -74,7 +75,9 @@ typedef struct tc_alloc_config {
   X("graph_capture_record_stream_reuse", NULL, BOOL, TC_KEY_IGNORED, 0, NULL, "True",                                \
     "torch's graph capture: reuse of record_stream blocks; ignored")                                                 \
   X("policy", NULL, POLICY, TC_KEY_FIELD(policy), 0, NULL, "compact",                                                \
-    "tcuda's placement policy: torch (identical to PyTorch) or compact (pages given back inside segments)")
+    "tcuda's placement policy: torch (identical to PyTorch) or compact (pages given back inside segments)")   \
+  X("thread_cache", NULL, COUNT, TC_KEY_FIELD(thread_cache), 0, NULL, "16",                                       \
+    "tcuda: each thread keeps up to N (<= 256) freed blocks of <= 1 MiB per device, reused without the lock; 0: off")
 
 #define TC_KEY_FIELD(member) offsetof(tc_alloc_config, member)
 #define TC_KEY_IGNORED ((size_t)-1)
@@ -86,7 +89,8 @@ typedef enum tc_config_kind {
   TC_KEY_FRACTION,  /* double in (0, 1); 0: off */
   TC_KEY_BOOL,      /* int, written True or False */
   TC_KEY_THREADS,   /* a power of 2, <= 128 */
-  TC_KEY_POLICY     /* int, TC_POLICY_*, written by name */
+  TC_KEY_POLICY,    /* int, TC_POLICY_*, written by name */
+  TC_KEY_COUNT      /* int in [0, 256]; 0: off */
 } tc_config_kind;
 
 /* The policy key's values (docs/compact.md). */

@@ -6,6 +6,7 @@
 #include "alloc/block.h"
 #include "alloc/blockmap.h"
 #include "alloc/lock.h"
+#include "alloc/tcache.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -152,12 +153,14 @@ tcuda_status tc_alloc_record_stream_on(tc_alloc *a, uint64_t addr, uint64_t stre
   TC_CHECK_ARG("tc_alloc_record_stream", a != NULL, "allocator");
   lk_lock(&a->mu);
   tc_block *b = addr ? ht_find(a, addr) : NULL;
+  if (b && b->tcached) b = NULL; /* freed into a thread cache */
   tcuda_status s = TCUDA_SUCCESS;
   if (!b) {
     s = tc_error(TCUDA_ERROR_INVALID_POINTER,
                  "record_stream: pointer 0x%llx is not a live allocation of device %d's allocator",
                  (unsigned long long)addr, a->device);
   } else if (stream != b->stream) { /* uses on the allocation stream need no event */
+    tc_tcache_forget(a, b);            /* thread_cache: never cached; its free takes the lock */
     uint32_t k = 0;
     while (k < b->nuses && (b->uses[k].stream != stream || b->uses[k].device != stream_device)) k++;
     if (k == b->nuses) {

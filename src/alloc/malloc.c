@@ -17,6 +17,7 @@
 #include "alloc/lock.h"
 #include "alloc/pools.h"
 #include "alloc/stats.h"
+#include "alloc/tcache.h"
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -242,6 +243,7 @@ static int release_available_cached_blocks(tc_alloc *a, const params *p, tcuda_s
 }
 
 static tcuda_status release_cached_blocks(tc_alloc *a) {
+  if (a->tc_ever) tc_tcache_flush(a, UINT64_MAX);
   tcuda_status s = tc_synchronize_and_free_events(a);
   if (!s) s = tc_release_blocks(a, &a->large);
   if (!s) s = tc_release_blocks(a, &a->small);
@@ -353,6 +355,11 @@ static SLOW_PATH tcuda_status malloc_miss(tc_alloc *a, params *p, int cap) {
   tcuda_status s = TCUDA_SUCCESS;
   if (a->has_allowed && a->cfg.garbage_collection_threshold > 0 && (s = garbage_collect(a))) return s;
   int r = alloc_block(a, p, 0, &s);
+  if (r == 0 && a->tc_ever && tc_tcache_flush(a, UINT64_MAX) > 0) { /* before anything is released */
+    p->block = NULL;
+    p->in_tree = 0;
+    r = get_free_block(a, p) ? 1 : alloc_block(a, p, 0, &s);
+  }
   if (r == 0) {
     r = release_available_cached_blocks(a, p, &s);
     if (r > 0) r = alloc_block(a, p, 0, &s);
@@ -395,7 +402,7 @@ static tcuda_status free_found(tc_alloc *a, tc_block *b, size_t slot);
 /* A cached malloc or a plain free; 0 when it needs the full path. Never
  * sets an error (it may run in another thread). */
 static int run_fast(tc_alloc *a, tc_req *r) {
-  if (a->trace || capturing(a)) return 0;
+  if (a->trace || capturing(a) || a->tc_n) return 0; /* thread_cache: its own path (tcache.h) */
   if (r->op == OP_FREE) {
     size_t slot = ht_slot(a, r->addr);
     if (slot == SIZE_MAX || a->ht[slot].b->nuses) return 0;
@@ -412,6 +419,62 @@ static int run_fast(tc_alloc *a, tc_req *r) {
   return 1;
 }
 
+/* ------------------------------------------------------------------ */
+/* thread_cache: this thread's cache first, then the lock (tcache.h)    */
+
+/* round_size for a cacheable size, without the lock: the config's first
+ * divisions slot is mirrored in tc_div0. */
+static uint64_t round_unlocked(const tc_alloc *a, uint64_t size) {
+  if (size < TC_MIN_BLOCK_SIZE) return TC_MIN_BLOCK_SIZE;
+  uint64_t d = atomic_load_explicit(&a->tc_div0, memory_order_relaxed);
+  if (d > 1 && size > TC_MIN_BLOCK_SIZE * d) return next_division(size, d);
+  return TC_MIN_BLOCK_SIZE * ((size + TC_MIN_BLOCK_SIZE - 1) / TC_MIN_BLOCK_SIZE);
+}
+
+static SLOW_PATH tcuda_status malloc_tcache(tc_alloc *a, uint64_t size, uint64_t stream, uint64_t *addr) {
+  tc_tcache *c = NULL;
+  if (size <= TC_TCACHE_MAX && (c = tc_tcache_get(a)) != NULL) {
+    uint64_t rs = round_unlocked(a, size);
+    if (rs <= TC_TCACHE_MAX && tc_tcache_take(a, c, size, rs, stream, addr)) return TCUDA_SUCCESS;
+  }
+  lk_lock(&a->mu);
+  tcuda_status s = malloc_locked(a, size, stream, addr);
+  if (!s && c) tc_tcache_track(a, c, ht_find(a, *addr));
+  unlock_serving(a);
+  return s;
+}
+
+/* The lock path's free of a block the caches may know. */
+static SLOW_PATH int free_tcache(tc_alloc *a, uint64_t addr, tcuda_status *status) {
+  if (tc_tcache_put(a, addr)) {
+    *status = TCUDA_SUCCESS;
+    return 1;
+  }
+  lk_lock(&a->mu);
+  size_t slot = ht_slot(a, addr);
+  tc_block *b = slot == SIZE_MAX ? NULL : a->ht[slot].b;
+  if (b && b->tcached) b = NULL; /* freed already: in a thread cache */
+  if (b) {
+    tc_tcache_forget(a, b);
+    *status = free_found(a, b, slot);
+  }
+  unlock_serving(a);
+  return b != NULL;
+}
+
+/* A flushed block: allocated in the books, free for its user. */
+static void release_flushed(tc_alloc *a, tc_block *b) {
+  size_t slot = ht_slot(a, b->addr);
+  if (slot != SIZE_MAX) (void)free_found(a, b, slot); /* no uses: it cannot fail */
+}
+
+void tc_alloc_stream_gone(tc_alloc *a, uint64_t stream) {
+  if (!a || !a->tc_ever) return;
+  lk_lock(&a->mu);
+  tc_tcache_flush(a, stream);
+  unlock_serving(a);
+}
+
 tcuda_status tc_alloc_malloc(tc_alloc *a, uint64_t size, uint64_t stream, uint64_t *addr) {
   TC_CHECK_ARG("tc_alloc_malloc", a != NULL, "allocator");
   TC_CHECK_ARG("tc_alloc_malloc", addr != NULL, "addr");
@@ -421,8 +484,11 @@ tcuda_status tc_alloc_malloc(tc_alloc *a, uint64_t size, uint64_t stream, uint64
   }
   if (size > UINT64_MAX - TC_ROUND_LARGE)
     return tc_error(TCUDA_ERROR_OVERFLOW, "size %llu overflows when rounded up", (unsigned long long)size);
-  if (size >= ONE_EB)
-    return tc_error(TCUDA_ERROR_OUT_OF_MEMORY, "CUDA out of memory. Tried to allocate more than 1EB memory.");
+  if (size >= atomic_load_explicit(&a->tc_gate, memory_order_relaxed)) { /* ONE_EB, or thread_cache's 1 */
+    if (size >= ONE_EB)
+      return tc_error(TCUDA_ERROR_OUT_OF_MEMORY, "CUDA out of memory. Tried to allocate more than 1EB memory.");
+    return malloc_tcache(a, size, stream, addr);
+  }
   if (lock_or_combine(a, OP_MALLOC, size, stream, 0, addr)) return TCUDA_SUCCESS;
   tcuda_status s = malloc_locked(a, size, stream, addr);
   unlock_serving(a);
@@ -474,6 +540,7 @@ int tc_alloc_free_if_owned(tc_alloc *a, uint64_t addr, tcuda_status *status) {
   if (addr < atomic_load_explicit(&a->va_lo, memory_order_relaxed) ||
       addr >= atomic_load_explicit(&a->va_hi, memory_order_relaxed))
     return 0;
+  if (atomic_load_explicit(&a->tc_gate, memory_order_relaxed) < ONE_EB) return free_tcache(a, addr, status);
   if (lock_or_combine(a, OP_FREE, 0, 0, addr, NULL)) {
     *status = TCUDA_SUCCESS;
     return 1;
@@ -528,6 +595,10 @@ tcuda_status tc_alloc_create(int device, const tc_backend *be, const tc_alloc_co
   atomic_store(&a->va_lo, UINT64_MAX);
   /* without the slots every call simply takes the lock */
   a->run_req = run_fast;
+  a->tc_release = release_flushed;
+  a->tc_n = a->cfg.thread_cache;
+  atomic_store(&a->tc_div0, a->cfg.roundup_power2_divisions[0]);
+  tc_tcache_update(a);
   a->reqs = (tc_req *)aligned_alloc(_Alignof(tc_req), TC_REQ_SLOTS * sizeof(tc_req));
   if (a->reqs)
     for (int i = 0; i < TC_REQ_SLOTS; i++) atomic_init(&a->reqs[i].state, RQ_FREE);
@@ -542,6 +613,7 @@ tcuda_status tc_alloc_create(int device, const tc_backend *be, const tc_alloc_co
 
 void tc_alloc_destroy(tc_alloc *a) {
   if (!a) return;
+  tc_tcache_detach_all(a);
   for (size_t i = 0; i < a->nevq; i++) {
     tc_evq *q = &a->evq[i];
     for (size_t k = 0; k < q->len; k++) a->be->event_release(a->be->ctx, q->q[(q->head + k) & (q->cap - 1)].ev);
@@ -589,6 +661,9 @@ void tc_alloc_set_config(tc_alloc *a, const tc_alloc_config *cfg) {
   lk_lock(&a->mu);
   a->cfg = *cfg;
   tc_compact_on_config(a);
+  a->tc_n = cfg->thread_cache;
+  atomic_store_explicit(&a->tc_div0, cfg->roundup_power2_divisions[0], memory_order_relaxed);
+  tc_tcache_update(a);
   lk_unlock(&a->mu);
 }
 

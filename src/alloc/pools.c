@@ -6,6 +6,7 @@
 #include "alloc/expandable.h"
 #include "alloc/freeset.h"
 #include "alloc/lock.h"
+#include "alloc/tcache.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -147,6 +148,7 @@ tcuda_status tc_alloc_begin_allocate_to_pool(tc_alloc *a, const uint64_t id[2], 
   p->use_count++;
   a->caps[n] = (tc_capture){p, fn, ctx};
   atomic_store_explicit(&a->ncaps, (int)n + 1, memory_order_relaxed);
+  tc_tcache_update(a); /* thread_cache: caches go back and stop serving during the capture */
   lk_unlock(&a->mu);
   return TCUDA_SUCCESS;
 }
@@ -166,6 +168,7 @@ tcuda_status tc_alloc_end_allocate_to_pool(tc_alloc *a, const uint64_t id[2]) {
   }
   memmove(&a->caps[i], &a->caps[i + 1], (n - i - 1) * sizeof *a->caps);
   atomic_store_explicit(&a->ncaps, (int)n - 1, memory_order_relaxed);
+  tc_tcache_update(a);
   lk_unlock(&a->mu);
   return TCUDA_SUCCESS;
 }

@@ -5,6 +5,7 @@
 #include "alloc/stats.h"
 #include "alloc/blockmap.h"
 #include "alloc/lock.h"
+#include "alloc/tcache.h"
 #include <stdlib.h>
 
 /* ------------------------------------------------------------------ */
@@ -13,6 +14,7 @@
 void tc_alloc_get_stats(tc_alloc *a, tcuda_memory_stats_t *out) {
   lk_lock(&a->mu);
   *out = a->st;
+  tc_tcache_adjust(a, out); /* thread_cache: cached blocks are free to their users */
   lk_unlock(&a->mu);
 }
 
@@ -27,6 +29,7 @@ void tc_alloc_reset_peak(tc_alloc *a) {
 #undef PEAK
   a->st.oversize_allocations.peak = a->st.oversize_allocations.current;
   a->st.oversize_segments.peak = a->st.oversize_segments.current;
+  tc_tcache_reset_peak(a);
   lk_unlock(&a->mu);
 }
 
@@ -39,6 +42,7 @@ void tc_alloc_reset_accumulated(tc_alloc *a) {
   a->st.oversize_segments.allocated = a->st.oversize_segments.freed = 0;
   a->st.num_alloc_retries = a->st.num_ooms = a->st.num_sync_all_streams = 0;
   a->st.num_device_alloc = a->st.num_device_free = 0;
+  tc_tcache_reset_accumulated(a);
   lk_unlock(&a->mu);
 }
 
@@ -65,8 +69,12 @@ int tc_alloc_device(const tc_alloc *a) { return a->device; }
 
 void tc_alloc_set_trace(tc_alloc *a, tc_trace_fn fn, void *ctx) {
   lk_lock(&a->mu);
+  /* thread_cache: while a trace records, every call takes the lock path,
+   * so the history sees each one; cached blocks go back before it starts */
+  if (fn && a->tc_ever) tc_tcache_flush(a, UINT64_MAX);
   a->trace = fn;
   a->trace_ctx = ctx;
+  tc_tcache_update(a);
   lk_unlock(&a->mu);
 }
 
@@ -98,6 +106,7 @@ tcuda_status tc_alloc_snapshot(tc_alloc *a, tcuda_snapshot_t **out) {
   tcuda_snapshot_t *s = (tcuda_snapshot_t *)calloc(1, sizeof *s);
   if (!s) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "tc_alloc_snapshot: out of host memory");
   lk_lock(&a->mu);
+  tc_tcache_lock_all(a); /* a cache hit writes its block's requested size */
   /* Count the reported segments: one per contiguous mapped run. */
   size_t nseg = 0;
   for (tc_seg *g = a->segs; g; g = g->lnext)
@@ -143,6 +152,7 @@ tcuda_status tc_alloc_snapshot(tc_alloc *a, tcuda_snapshot_t **out) {
     }
   }
   if (!fail) TRACE(a, TC_TRACE_SNAPSHOT, 0, total_active, 0);
+  tc_tcache_unlock_all(a);
   lk_unlock(&a->mu);
   if (fail) {
     tc_snapshot_free(s);
@@ -167,6 +177,11 @@ tcuda_status tc_alloc_block_info(tc_alloc *a, uint64_t addr, uint64_t *block_add
           break;
         }
     }
+  }
+  if (b && a->tc_ever) { /* freed into a thread cache: no live allocation */
+    tc_tcache_lock_all(a);
+    if (b->tcached) b = NULL;
+    tc_tcache_unlock_all(a);
   }
   if (!b) {
     lk_unlock(&a->mu);

@@ -16,7 +16,9 @@
  *  - allocated blocks in an open-addressing hash map addr -> block:
  *    blockmap.h;
  *  - block structs recycled through a free list, so the hot path does not
- *    call malloc once the caches are warm: block.h. */
+ *    call malloc once the caches are warm: block.h;
+ *  - under thread_cache:N, per-thread caches of freed small blocks, which
+ *    stay allocated in all of the above: tcache.h. */
 #ifndef TC_ALLOC_TYPES_H
 #define TC_ALLOC_TYPES_H
 #include "alloc/alloc.h"
@@ -54,6 +56,12 @@ typedef struct tc_slot tc_slot;       /* blockmap.h */
 typedef struct tc_evq tc_evq;         /* events.h */
 typedef struct tc_capture tc_capture; /* pools.h */
 typedef struct tc_req tc_req;         /* lock.h */
+typedef struct tc_tcache tc_tcache;   /* tcache.h */
+
+/* thread_cache's event counts (tcache.h): blocks, bytes, requested bytes */
+typedef struct tc_tccount {
+  int64_t n, bytes, req;
+} tc_tccount;
 
 typedef struct tc_use {
   uint64_t stream;
@@ -70,11 +78,13 @@ struct tc_block {
   uint32_t prio;
   int event_count;
   uint8_t allocated, mapped;
+  uint8_t tcached; /* in a thread's cache (tcache.h): allocated, yet freed */
   uint8_t pidx; /* stats slot of its request: TCUDA_STAT_SMALL_POOL if <= 1 MiB, else LARGE */
   uint16_t bkt; /* size bucket, while in the free set */
   uint32_t nuses, capuses;
   tc_use *uses; /* inl or heap */
   tc_use inl[2];
+  tc_tcache *tco; /* the thread cache that may take it back (tcache.h); NULL mostly */
 };
 
 typedef struct tc_tree {
@@ -146,6 +156,9 @@ struct tc_alloc {
    * below, which would otherwise bounce between their cores. */
   _Alignas(64) tc_lock mu;
   _Alignas(64) int device;
+  /* malloc sizes from this take the rare branch: 1 << 60 (refused), or 1
+   * under thread_cache, whose path starts there; free tests it too */
+  _Atomic uint64_t tc_gate;
   const tc_backend *be;
   tc_alloc_config cfg;
   uint64_t total_memory;
@@ -182,6 +195,15 @@ struct tc_alloc {
   atomic_int ncaps;
   tc_block **deferred; /* freed during capture while other streams used them */
   size_t ndeferred, capdeferred;
+  /* thread_cache (tcache.h): the caches, under the lock; tc_serve is
+   * thread_cache's N while caches may serve (no trace, no capture), else 0 */
+  tc_tcache *tcs;
+  int tc_n, tc_ever;
+  atomic_int tc_serve;
+  atomic_uint tc_div0; /* roundup_power2_divisions' first slot, for rounding without the lock */
+  tc_tccount tc_flushed, tc_gone_hits, tc_gone_puts; /* flushes; caches of exited threads */
+  tc_tccount tc_base[3];                             /* hits, puts, flushed at the last reset */
+  void (*tc_release)(tc_alloc *a, tc_block *b);      /* malloc.c: the lock path's free */
   /* combining (lock.h) */
   tc_req *reqs;
   /* runs one published request (malloc.c's cached malloc or plain free);

@@ -71,6 +71,10 @@ static void stat_row(tc_sbuf *b, const char *name, const tcuda_stat_t *st, const
 }
 
 char *tc_report_summary(const tcuda_memory_stats_t *st, int device, int abbreviated) {
+  return tc_report_summary_tc(st, device, abbreviated, 0);
+}
+
+char *tc_report_summary_tc(const tcuda_memory_stats_t *st, int device, int abbreviated, int thread_cache) {
   if (!st) return NULL;
   const struct {
     const tcuda_stat_t *arr;
@@ -92,6 +96,12 @@ char *tc_report_summary(const tcuda_memory_stats_t *st, int device, int abbrevia
   /* PyTorch pads its 40-character title 18 left / 17 right; tcuda's title
    * is 2 characters shorter, so one more space goes on each side. */
   tc_sbuf_printf(&b, "| %17s tcuda CUDA memory summary, device ID %-18d |\n", "", device);
+  if (thread_cache) { /* docs/allocator.md, "Thread caches" */
+    char note[TC_SUMMARY_WIDTH];
+    snprintf(note, sizeof note, "thread_cache:%d: peak usage may exceed the true peak by the bytes cached",
+             thread_cache);
+    tc_sbuf_printf(&b, "| %-73s |\n", note);
+  }
   line_rule(&b, '-');
   tc_sbuf_printf(&b, "|  %9s CUDA OOMs: %-12lld | %6s cudaMalloc retries: %-8lld  |\n", "",
                  (long long)st->num_ooms, "", (long long)st->num_alloc_retries);

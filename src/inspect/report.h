@@ -9,6 +9,9 @@
 
 /* PyTorch's memory_summary() text with the tcuda title. */
 char *tc_report_summary(const tcuda_memory_stats_t *st, int device, int abbreviated);
+/* The same; thread_cache > 0 (the allocator's thread_cache:N) adds a header
+ * line saying that peaks may exceed the true ones by the bytes cached. */
+char *tc_report_summary_tc(const tcuda_memory_stats_t *st, int device, int abbreviated, int thread_cache);
 /* memory_stats() as JSON with PyTorch's dotted keys, sorted as torch's dict. */
 char *tc_report_stats_json(const tcuda_memory_stats_t *st);
 /* The same with window 1: the counters that add up from the start

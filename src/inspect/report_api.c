@@ -25,7 +25,9 @@ tcuda_status tcuda_memory_summary(int device, int abbreviated, char **out) {
   if (s) return s;
   tcuda_memory_stats_t st;
   tc_alloc_get_stats(a, &st);
-  if (!(*out = tc_report_summary(&st, device, abbreviated)))
+  tc_alloc_config cfg;
+  tc_alloc_get_config(a, &cfg);
+  if (!(*out = tc_report_summary_tc(&st, device, abbreviated, cfg.thread_cache)))
     return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
   return TCUDA_SUCCESS;
 }

@@ -126,6 +126,10 @@ void tc_whatif_run_row(const char *func, tc_tsnap *h, const tcuda_whatif_options
         tc_tsrun_result_free(&r);
       }
     }
+    /* thread_cache:N's peak allocated counts the blocks its cache holds,
+     * which an OOM flushes: a limit up to N blocks of 1 MiB lower may fit */
+    uint64_t cached = (uint64_t)w->cfg.thread_cache * TC_SMALL_SIZE;
+    pa = pa > cached ? pa - cached : 0;
     if (!s) s = tc_whatif_min_limit(func, h, o->capacity, w, pa, pr);
   }
   w->st = s;

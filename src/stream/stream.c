@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 _Thread_local tcuda_stream_t tc_tl_current_stream[TC_MAX_DEVICES];
+void (*_Atomic tc_stream_destroy_hook)(int device, uint64_t handle);
 
 /* ---- stream ids (layout in tcuda.h) ---- */
 #define ID_NATIVE 1
@@ -265,6 +266,8 @@ tcuda_status tcuda_stream_destroy(tcuda_stream_t st) {
                     "(destroyed already?)",
                     F, (long long)st.id, (void *)st.handle);
   }
+  void (*gone)(int, uint64_t) = atomic_load(&tc_stream_destroy_hook);
+  if (gone) gone(st.device, (uint64_t)(uintptr_t)st.handle);
   cudaError_t e = cudaStreamDestroy(g_ded[i].handle);
   if (e == cudaSuccess) g_ded[i] = g_ded[--g_ded_n];
   pthread_mutex_unlock(&g_ded_mu);

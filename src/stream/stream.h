@@ -17,6 +17,11 @@
  * stream", which is why readers patch in the device. */
 extern _Thread_local tcuda_stream_t tc_tl_current_stream[TC_MAX_DEVICES];
 
+/* Called by tcuda_stream_destroy before the stream goes, with its device
+ * and handle; set by the allocator (its thread caches hold blocks per
+ * stream), NULL until then. */
+extern void (*_Atomic tc_stream_destroy_hook)(int device, uint64_t handle);
+
 /* Current stream of `device` for this thread. The caller guarantees
  * 0 <= device < min(device count, TC_MAX_DEVICES). No lock, no CUDA call. */
 static inline tcuda_stream_t tc_current_stream_fast(int device) {

@@ -6,4 +6,10 @@
 # generous, and a hang still ends well before CTest's limit.
 set -u
 . "${TCUDA_SOURCE_DIR:?}/tests/tools/torch_gpu.sh"
+# thread_cache:N (docs/allocator.md) changes placements, snapshots and peaks
+# by design: no exact comparison with torch then.
+if printf '%s' "${TCUDA_ALLOC_CONF:-}" | grep -Eq 'thread_cache:[[:space:]]*[1-9]'; then
+  echo "SKIPPED: TCUDA_ALLOC_CONF sets thread_cache; this test compares with torch exactly"
+  exit 77
+fi
 exec timeout 300 "$py" "$TCUDA_SOURCE_DIR/tests/python/diff_torch.py"

@@ -66,6 +66,12 @@ static void test_each_key(void) {
   CHECK_EQ_INT(c.expandable_segments, 0);
   CHECK_OK(tc_alloc_config_parse("release_lock_on_cudamalloc:True", &c));
   CHECK_EQ_INT(c.release_lock_on_cudamalloc, 1);
+  CHECK_OK(tc_alloc_config_parse("thread_cache:16", &c));
+  CHECK_EQ_INT(c.thread_cache, 16);
+  CHECK_OK(tc_alloc_config_parse("thread_cache:0", &c));
+  CHECK_EQ_INT(c.thread_cache, 0);
+  CHECK_OK(tc_alloc_config_parse("thread_cache:256", &c));
+  CHECK_EQ_INT(c.thread_cache, 256);
   CHECK_OK(tc_alloc_config_parse("backend:native", &c));
   tc_alloc_config d;
   tc_alloc_config_default(&d);
@@ -124,6 +130,10 @@ static void test_bad_values(void) {
   bad("max_split_size_mb", "max_split_size_mb: expected ':'");
   bad("max_split_size_mb=100", "unknown key 'max_split_size_mb=100'");
   bad("max_non_split_rounding_mb:10", "max_non_split_rounding_mb: expected a number >= 20");
+  bad("thread_cache:257", "thread_cache: expected an integer in [0, 256], got '257'");
+  bad("thread_cache:-1", "thread_cache: expected an integer in [0, 256], got '-1'");
+  bad("thread_cache:4x", "thread_cache");
+  bad("thread_cache:", "thread_cache: missing value");
   bad("garbage_collection_threshold:0", "garbage_collection_threshold: expected a number in (0, 1), got '0'");
   bad("garbage_collection_threshold:1", "garbage_collection_threshold");
   bad("garbage_collection_threshold:1.5", "garbage_collection_threshold");
