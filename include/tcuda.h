@@ -695,6 +695,7 @@ typedef struct tcuda_history_entry {
   int64_t stream;     /* stream id (tcuda_stream_t.id) */
   int64_t time_us;    /* microseconds since the Unix epoch, as torch */
   size_t num_frames;  /* C stack frames recorded (0 without stacks) */
+  uint64_t context;   /* the recording thread's context id (tcuda_history_set_thread_context); 0: none */
 } tcuda_history_entry_t;
 
 /* Start (enabled 1) or stop (0) recording the allocator history of `device`
@@ -729,6 +730,22 @@ TCUDA_API tcuda_status tcuda_memory_stats_summary(const tcuda_memory_stats_t *st
  * allocation that fails with TCUDA_ERROR_OUT_OF_MEMORY first writes
  * tcuda_memory_snapshot_dump(path), and the error message ends with
  * "; memory snapshot written to PATH" (or says why it could not be). */
+
+/* Context ids: tag history entries with data of your own (torch's glue
+ * attaches the Python frames it gathered before calling the allocator).
+ * Every entry the calling thread records from now on carries `context`
+ * (0: none) in tcuda_history_entry_t.context. Returns the previous id. */
+TCUDA_API uint64_t tcuda_history_set_thread_context(uint64_t context);
+/* Lifetime of context ids: retain(user, id) runs when an entry takes an id,
+ * release(user, id) when that entry leaves the history (the ring is full,
+ * max_entries shrinks, or recording stops). Both run under the allocator's
+ * lock: they must not call tcuda nor wait for anything that may be waiting
+ * for the allocator (a Python GIL). Both NULL: ids are plain tags. Set them
+ * before recording: while entries hold retained ids, changing them is
+ * TCUDA_ERROR_INVALID_STATE. An id read from tcuda_memory_history may be
+ * released by the time it is used: look it up, do not assume it is alive. */
+TCUDA_API tcuda_status tcuda_history_set_context_hooks(void (*retain)(void *user, uint64_t context),
+                                                       void (*release)(void *user, uint64_t context), void *user);
 
 /* @@HISTORY@@ */
 
@@ -921,6 +938,33 @@ typedef tcuda_status (*tcuda_graph_fn)(void *user_data, tcuda_stream_t stream);
  * prefixed), the capture is discarded and *out is NULL. */
 TCUDA_API tcuda_status tcuda_graph_capture_fn(tcuda_graph_fn fn, void *user_data, const tcuda_graph_pool_t *pool,
                                               int num_warmup_iters, tcuda_graph_t **out);
+
+/* Private pools for captures and pools the caller manages itself (torch's
+ * CUDAGraph and MemPool call these through tcuda's torch glue). Pool ids are
+ * the caller's: any pair but (0,0); keep them apart from
+ * tcuda_graph_pool_handle's (0, uid) and tcuda's graphs' (uid, 0) if both
+ * are used. device -1: current.
+ * begin: from now on, allocations on `device` whose stream filter(user,
+ * stream) accepts come from the pool (made on first use; one use more).
+ * filter runs under the allocator's lock on the allocating thread: it must
+ * not call tcuda; `user` must stay valid until end. While any pool is being
+ * allocated to on a device, tcuda_empty_cache refuses as during a capture.
+ * end: stop routing (the use stays). release: one use less; at 0 the pool's
+ * free segments go at the next tcuda_empty_cache and the pool when it has
+ * none left. retain: one use more (made if new), no routing. use_count: 0
+ * for a pool that does not exist. */
+TCUDA_API tcuda_status tcuda_pool_begin_allocate(int device, const tcuda_graph_pool_t *pool,
+                                                 int (*filter)(void *user, struct CUstream_st *stream), void *user);
+TCUDA_API tcuda_status tcuda_pool_end_allocate(int device, const tcuda_graph_pool_t *pool);
+TCUDA_API tcuda_status tcuda_pool_release(int device, const tcuda_graph_pool_t *pool);
+TCUDA_API tcuda_status tcuda_pool_retain(int device, const tcuda_graph_pool_t *pool);
+TCUDA_API tcuda_status tcuda_pool_use_count(int device, const tcuda_graph_pool_t *pool, int *use_count);
+/* The free segments of `device`'s private pools whose use count is 0 go
+ * back to CUDA now (torch's emptyCache(pool) after MemPool's last use);
+ * unlike tcuda_empty_cache, the default pools keep their cache. Refused
+ * (TCUDA_ERROR_INVALID_STATE) while a capture or pool routing is under way
+ * on the device. */
+TCUDA_API tcuda_status tcuda_pool_empty_unused(int device);
 
 /* ======================================================================
  * Collectives (torch.cuda.comm)

@@ -59,9 +59,27 @@ def find_library():
     return _cmake_build()
 
 
+def _extras():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("tcuda_extras", os.path.join(HERE, "_build", "tcuda_extras.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+HOOK_PTH = _extras().HOOK_PTH
+header_files = _extras().header_files
+
+
 class BuildPy(build_py):
     def run(self):
         super().run()
+        with open(os.path.join(self.build_lib, HOOK_PTH[0]), "wb") as f:
+            f.write(HOOK_PTH[1])
+        for name, path in header_files():
+            dest = os.path.join(self.build_lib, "tcuda", name)
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            shutil.copyfile(path, dest)
         lib = find_library()
         dest = os.path.join(self.build_lib, "tcuda", "libtcuda.so")
         if lib:

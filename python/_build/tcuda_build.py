@@ -121,7 +121,15 @@ def _write_wheel(wheel_directory, tag, files, purelib):
 
 def _package_sources():
     pkg = os.path.join(HERE, "tcuda")
-    return [name for name in sorted(os.listdir(pkg)) if name.endswith(".py")]
+    return [name for name in sorted(os.listdir(pkg)) if name.endswith(".py") or name == "_torch_glue.cpp"]
+
+
+def _setup_module():
+    """The extra files (the torch hook's .pth, tcuda.h); needs no setuptools."""
+    spec = importlib.util.spec_from_file_location("tcuda_extras", os.path.join(HERE, "_build", "tcuda_extras.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def _plain_wheel(wheel_directory):
@@ -130,6 +138,11 @@ def _plain_wheel(wheel_directory):
     files = []
     for name in _package_sources():
         with open(os.path.join(HERE, "tcuda", name), "rb") as f:
+            files.append(("tcuda/" + name, f.read()))
+    setup_mod = _setup_module()
+    files.append(setup_mod.HOOK_PTH)
+    for name, path in setup_mod.header_files():
+        with open(path, "rb") as f:
             files.append(("tcuda/" + name, f.read()))
     if lib:
         sys.stderr.write("tcuda build: bundling %s\n" % os.path.realpath(lib))
@@ -179,7 +192,8 @@ def prepare_metadata_for_build_editable(metadata_directory, config_settings=None
 
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
     finder = (_FINDER % {"src": HERE}).encode()
-    files = [("_tcuda_editable_finder.py", finder), ("tcuda-editable.pth", b"import _tcuda_editable_finder\n")]
+    files = [("_tcuda_editable_finder.py", finder), ("tcuda-editable.pth", b"import _tcuda_editable_finder\n"),
+             _setup_module().HOOK_PTH]
     return _write_wheel(wheel_directory, "py3-none-any", files, purelib=True)
 
 
@@ -191,7 +205,7 @@ def get_requires_for_build_sdist(config_settings=None):
 
 def build_sdist(sdist_directory, config_settings=None):
     base = "tcuda-%s" % _version()
-    members = ["pyproject.toml", "setup.py", "README.md", "_build/tcuda_build.py"] + \
+    members = ["pyproject.toml", "setup.py", "README.md", "_build/tcuda_build.py", "_build/tcuda_extras.py"] + \
         ["tcuda/" + n for n in _package_sources()]
     name = base + ".tar.gz"
 

@@ -55,6 +55,9 @@ def __getattr__(name):
     # torch.cuda.default_generators: one default generator per device, () without CUDA.
     if name == "default_generators":
         return tuple(default_generator(i) for i in range(device_count()))
+    if name == "torch":  # tcuda under torch; imported on use, as it imports torch when installing
+        import importlib
+        return importlib.import_module("tcuda.torch")
     raise AttributeError("module 'tcuda' has no attribute %r" % name)
 
 

@@ -447,6 +447,16 @@ _UNBOUND = {
     "tcuda_comm_broadcast_rank": "see tcuda_comm_unique_id",
     "tcuda_comm_reduce_rank": "see tcuda_comm_unique_id",
     "tcuda_comm_all_reduce_rank": "see tcuda_comm_unique_id",
+    "tcuda_history_set_thread_context": "for torch's glue (tcuda.torch, C++), which attaches torch's gathered "
+                                        "frames to history entries; Python frames need no C ids",
+    "tcuda_history_set_context_hooks": "see tcuda_history_set_thread_context",
+    "tcuda_pool_begin_allocate": "torch's CUDAGraph and MemPool reach it through tcuda.torch's C++ glue; "
+                                 "tcuda.graph() routes its captures itself",
+    "tcuda_pool_end_allocate": "see tcuda_pool_begin_allocate",
+    "tcuda_pool_release": "see tcuda_pool_begin_allocate",
+    "tcuda_pool_retain": "see tcuda_pool_begin_allocate",
+    "tcuda_pool_use_count": "see tcuda_pool_begin_allocate",
+    "tcuda_pool_empty_unused": "see tcuda_pool_begin_allocate (torch's MemPool destructor, through the glue)",
 }
 
 for _name, (_res, _args) in _PROTOTYPES.items():

@@ -16,10 +16,13 @@ def torch_allocator():
 
 
 def use_in_torch():
-    """Make tcuda PyTorch's CUDA allocator. Call it before torch's first CUDA
-    allocation (torch refuses to swap an allocator in use). Memory is keyed
-    by torch's current stream; torch does not forward record_stream() or
-    empty_cache() to pluggable allocators: use tcuda.empty_cache()."""
+    """Make tcuda PyTorch's CUDA allocator through torch's pluggable
+    allocator (malloc and free only). Prefer tcuda.torch.install(), which
+    gives torch's whole memory API and OOM errors (torch 2.11); this stays
+    for other torch versions. Call it before torch's first CUDA allocation.
+    Memory is keyed by torch's current stream; torch does not forward
+    record_stream() or empty_cache() to pluggable allocators (use
+    tcuda.empty_cache()), and an OOM reaches torch as a NULL pointer."""
     import torch
     alloc = torch_allocator()
     torch.cuda.memory.change_current_allocator(alloc)

@@ -8,6 +8,9 @@
 #include "core/annotate.h"
 #include "alloc/alloc.h"
 #include "alloc/hooks.h"
+#include "alloc/events.h"
+#include "alloc/lock.h"
+#include "alloc/pools.h"
 #include "core/core.h"
 #include "stream/stream.h"
 #include <pthread.h>
@@ -231,6 +234,24 @@ tcuda_status tcuda_empty_cache(void) {
   }
   TC_ANNOTATE_END();
   return first;
+}
+
+/* torch's emptyCache(pool) after its last releasePool: the private pools no
+ * longer in use give back their free segments; the default pools keep their
+ * cache (tcuda_empty_cache would flush it too). */
+tcuda_status tcuda_pool_empty_unused(int device) {
+  static const char *F = "tcuda_pool_empty_unused";
+  tc_alloc *a;
+  tcuda_status s = get_alloc(F, &device, &a);
+  if (s) return s;
+  lk_lock(&a->mu);
+  if (capturing(a))
+    s = tc_error(TCUDA_ERROR_INVALID_STATE, "%s: not while a capture or pool routing is under way on device %d", F,
+                 device);
+  else if (!(s = tc_synchronize_and_free_events(a)))
+    s = tc_release_freeable_pools(a);
+  lk_unlock(&a->mu);
+  return s && s != TCUDA_ERROR_INVALID_STATE ? prefixed(F, s) : s;
 }
 
 /* ---- stats ---- */

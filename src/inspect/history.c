@@ -29,6 +29,49 @@ struct tc_history {
   size_t cap, head, n; /* entry i (oldest first) is slot (head + i) % cap */
 };
 
+/* Context ids: a caller (torch's glue) tags the entries a thread records
+ * with an id of its own, so it can find its own data for them later (torch
+ * gathers Python frames, which needs the GIL, before entering the
+ * allocator). The hooks keep the id's data alive while an entry holds it. */
+static _Thread_local uint64_t tl_ctx;
+static _Atomic(uintptr_t) g_retain, g_release;
+static _Atomic(void *) g_hook_user;
+static atomic_llong g_ctx_held; /* entries holding a retain */
+
+uint64_t tcuda_history_set_thread_context(uint64_t context) {
+  uint64_t prev = tl_ctx;
+  tl_ctx = context;
+  return prev;
+}
+
+tcuda_status tcuda_history_set_context_hooks(void (*retain)(void *user, uint64_t context),
+                                             void (*release)(void *user, uint64_t context), void *user) {
+  static const char *F = "tcuda_history_set_context_hooks";
+  if (!retain != !release)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: retain and release must both be set or both be NULL", F);
+  long long held = atomic_load(&g_ctx_held);
+  if (held)
+    return tc_error(TCUDA_ERROR_INVALID_STATE,
+                    "%s: %lld history entries still hold contexts retained through the current hooks; stop "
+                    "recording history (tcuda_memory_record_history(..., 0, ...)) first", F, held);
+  atomic_store(&g_hook_user, user);
+  atomic_store(&g_retain, (uintptr_t)retain);
+  atomic_store(&g_release, (uintptr_t)release);
+  return TCUDA_SUCCESS;
+}
+
+void tc_history_ctx_release(uint64_t ctx) {
+  uintptr_t rel = atomic_load_explicit(&g_release, memory_order_acquire);
+  atomic_fetch_sub(&g_ctx_held, 1);
+  if (rel) ((void (*)(void *, uint64_t))rel)(atomic_load_explicit(&g_hook_user, memory_order_relaxed), ctx);
+}
+
+/* Release the contexts of n entries (outside h->mu). */
+static void release_entries(const tc_history_entry *e, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (e[i].held) tc_history_ctx_release(e[i].ctx);
+}
+
 tcuda_status tc_history_create(size_t max_entries, int stacks, tc_history **out) {
   *out = NULL;
   tc_history *h = calloc(1, sizeof *h);
@@ -48,6 +91,10 @@ tcuda_status tc_history_create(size_t max_entries, int stacks, tc_history **out)
 
 void tc_history_destroy(tc_history *h) {
   if (!h) return;
+  for (size_t i = 0; i < h->n; i++) {
+    const tc_history_entry *x = &h->e[(h->head + i) % h->cap];
+    if (x->held) tc_history_ctx_release(x->ctx);
+  }
   pthread_mutex_destroy(&h->mu);
   free(h->e);
   free(h->pcs);
@@ -65,6 +112,10 @@ static int relayout(tc_history *h, size_t new_cap, int want_pcs) {
     return 0;
   }
   size_t keep = h->n < new_cap ? h->n : new_cap;
+  for (size_t i = 0; i < h->n - keep; i++) { /* the oldest go */
+    const tc_history_entry *x = &h->e[(h->head + i) % h->cap];
+    if (x->held) tc_history_ctx_release(x->ctx);
+  }
   for (size_t i = 0; i < keep; i++) {
     size_t from = (h->head + h->n - keep + i) % h->cap;
     e[i] = h->e[from];
@@ -112,8 +163,17 @@ void tc_history_trace(void *ctx, tc_trace_action action, uint64_t addr, uint64_t
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   tc_history_entry x = {.addr = addr, .size = size, .stream = stream,
-                     .time_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000,
+                     .time_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000, .ctx = tl_ctx,
                      .action = (uint8_t)action, .nframes = (uint8_t)np};
+  if (x.ctx) {
+    uintptr_t ret = atomic_load_explicit(&g_retain, memory_order_acquire);
+    if (ret) {
+      ((void (*)(void *, uint64_t))ret)(atomic_load_explicit(&g_hook_user, memory_order_relaxed), x.ctx);
+      atomic_fetch_add(&g_ctx_held, 1);
+      x.held = 1;
+    }
+  }
+  tc_history_entry gone = {0}; /* an entry the ring dropped: its context goes after the unlock */
   pthread_mutex_lock(&h->mu);
   if (h->n == h->cap && (!h->max || h->cap < h->max) && h->head == 0) {
     /* grow; on host OOM the ring just wraps early */
@@ -143,12 +203,16 @@ void tc_history_trace(void *ctx, tc_trace_action action, uint64_t addr, uint64_t
     } else { /* full: the oldest entry goes */
       slot = h->head;
       h->head = (h->head + 1) % h->cap;
+      gone = h->e[slot];
     }
     if (!h->pcs) x.nframes = 0;
     h->e[slot] = x;
     if (x.nframes) memcpy(h->pcs + slot * TC_HISTORY_DEPTH, pcs + 1, (size_t)x.nframes * sizeof *pcs);
+  } else {
+    gone = x; /* no room at all: the new entry is dropped */
   }
   pthread_mutex_unlock(&h->mu);
+  release_entries(&gone, 1);
 }
 
 tcuda_status tc_history_copy_take(tc_history *h, tc_history_copy *out) {
@@ -292,7 +356,8 @@ tcuda_status tc_history_entries(const char *func, int device, tcuda_history_entr
     out[i] = (tcuda_history_entry_t){.action = (tcuda_history_action)c.e[i].action, .addr = c.e[i].addr,
                                      .size = c.e[i].size,
                                      .stream = sid ? sid(c.e[i].stream) : (int64_t)c.e[i].stream,
-                                     .time_us = c.e[i].time_us, .num_frames = c.e[i].nframes};
+                                     .time_us = c.e[i].time_us, .num_frames = c.e[i].nframes,
+                                     .context = c.e[i].ctx};
   *entries = out;
   *count = c.n;
   tc_history_copy_free(&c);

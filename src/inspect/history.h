@@ -16,8 +16,10 @@
 typedef struct tc_history_entry {
   uint64_t addr, size, stream;
   int64_t time_us;
+  uint64_t ctx;    /* the recording thread's context id (0: none); see tc_history_ctx_* */
   uint8_t action;  /* tc_trace_action */
   uint8_t nframes; /* 0 without stacks */
+  uint8_t held;    /* ctx was retained through the hooks: release it when the entry goes */
 } tc_history_entry;
 
 /* One recorder. Its tc_history_trace is a tc_trace_fn: pass the recorder
@@ -59,6 +61,10 @@ tcuda_status tc_snapshot_doc_write(const char *func, const tc_snapshot_doc *doc,
 /* The same into memory (caller frees *out). */
 tcuda_status tc_snapshot_doc_encode(const char *func, const tc_snapshot_doc *doc, int json, char **out,
                                     size_t *len);
+
+/* Context ids in entries (tcuda_history_set_thread_context): each id kept
+ * in a ring holds one retain, given back when the entry leaves the ring. */
+void tc_history_ctx_release(uint64_t ctx);
 
 /* ---- hooks for api.c ---- */
 /* Call when the public allocator of `device` is created (under api.c's
