@@ -6,11 +6,10 @@
  *       (the allocators' trials interleaved)
  *   (b) 1000 live blocks, 512 B..8 MiB log-uniform, random
  *       replacement (free one, allocate one)                  ns per call,
- *       and ns per replacement (a free plus an alloc, info). The issue's
- *       table gives this row "per op" with a PyTorch figure close to its
- *       pair row's; measured, PyTorch's pair and mixed call are close too
- *       while its replacement is far above its pair (docs/performance.md),
- *       so "op" reads as one call
+ *       and ns per replacement (a free plus an alloc, info). The row's
+ *       target says "per op"; measured, PyTorch's pair and mixed call are
+ *       close while its replacement is far above its pair
+ *       (docs/performance.md), so "op" reads as one call
  *   (c) 8 threads, default stream, 4 KiB pairs                wall ns per pair
  *   (d) 8 threads, one stream each, 4 KiB pairs               wall ns per pair
  *   (e) fragmentation on a fixed trace: peak reserved / peak allocated,

@@ -1,4 +1,5 @@
-/* bench_frag: fragmentation on every workload of the test set (issue #22):
+/* bench_frag: fragmentation on every workload of the compact policy's test
+ * set (docs/performance.md, "The compact policy"):
  * peak reserved and peak allocated bytes for
  *   torch default      PyTorch's caching allocator (libc10_cuda, through
  *                      bench/c10_alloc_shim.cpp), no settings;

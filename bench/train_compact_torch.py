@@ -65,9 +65,9 @@ def main():
     if a and c:
         pa = a["peak_allocated"]
         if 1.10 * pa >= pa + 4 * MIB:
-            target = "<=ref*1.10 (the issue's bound: max(1.10 x torch's peak allocated, +4 MiB))"
+            target = "<=ref*1.10 (the compact policy's bound: max(1.10 x torch's peak allocated, +4 MiB))"
         else:
-            target = "<=ref+%d (the issue's bound: max(1.10 x torch's peak allocated, +4 MiB))" % (4 * MIB)
+            target = "<=ref+%d (the compact policy's bound: max(1.10 x torch's peak allocated, +4 MiB))" % (4 * MIB)
         print("RESULT name=train_compact metric=step_ms tcuda=%.4f ref_name=torch ref=%.4f unit=ms target=<=ref*1.05"
               % (c["step_ms"], a["step_ms"]))
         print("RESULT name=train_compact metric=physical_peak tcuda=%d ref_name=torch ref=%d unit=bytes target=%s"

@@ -133,7 +133,7 @@ static tcuda_status parse_roundup(const char *src, const tokens *t, size_t *i, c
     for (int k = 0; k < TC_ROUNDUP_SLOTS; k++) div[k] = (unsigned)v;
     return TCUDA_SUCCESS;
   }
-  /* List form [K:V,...,>:V]; K in MB sets slot log2(K) (section 12.6). */
+  /* List form [K:V,...,>:V]; K in MB sets slot log2(K) (docs/allocator.md, "Configuration"). */
   int first = 1, have_last = 0;
   unsigned last = 0;
   size_t j = *i + 1;

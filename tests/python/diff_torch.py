@@ -196,7 +196,7 @@ def _torch_fn(torch, *names):
 # cache owns), the CUDA call counts, and the handouts. The active stats'
 # current/peak/freed are only shown: torch sums per-size peaks, and torch
 # 2.10/2.11 never lowers them when a block without stream uses is freed
-# (pytorch#182404, fixed after 2.11).
+# (a torch bug, fixed in releases after 2.11).
 def _host_compared(key):
     head, _, metric = key.partition(".")
     if head in ("allocations", "allocated_bytes") or key in ("num_host_alloc", "num_host_free"):

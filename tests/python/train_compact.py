@@ -8,7 +8,7 @@ PYTORCH_ALLOC_CONF and TCUDA_ALLOC_CONF removed from the environment:
   tcuda    tcuda, TCUDA_ALLOC_CONF unset: the torch-identical policy
   compact  tcuda, TCUDA_ALLOC_CONF=policy:compact
 
-The issue's requirement, checked by check():
+The requirement (docs/compact.md), checked by check():
   - compact's physical memory (cudaMemGetInfo) stays within
     max(1.10 x torch's peak allocated, torch's peak allocated + 4 MiB);
   - compact's losses are tcuda's (torch-identical policy) bit for bit;
@@ -44,7 +44,7 @@ VOCAB, D, HEADS, LAYERS, FF = 8192, 512, 8, 4, 2048
 
 
 def bound(peak_allocated):
-    """The issue's bound on physical memory for a peak allocated P."""
+    """The compact policy's bound on physical memory for a peak allocated P."""
     return max(1.10 * peak_allocated, peak_allocated + 4 * MIB)
 
 

@@ -25,7 +25,7 @@ import subprocess
 import sys
 
 MIB = 1 << 20
-HOLD_OUT = {"moe", "cnn_limit"}  # README, "The compact policy": never tuned on
+HOLD_OUT = {"moe", "cnn_limit"}  # never tuned on (docs/performance.md, "The compact policy per workload")
 
 
 def bound(p):

@@ -1,7 +1,7 @@
-/* The simulated backend: the driver's address model (section 12.1, as
- * refitted in backend_sim.c), the ascending model, replay of recorded
- * addresses, capacity, the VMM calls and events that complete only when
- * told. */
+/* The simulated backend: the driver's address model (measured on an H200
+ * and refitted, as backend_sim.c describes), the ascending model, replay of
+ * recorded addresses, capacity, the VMM calls and events that complete only
+ * when told. */
 #include "test_alloc_policy_util.h"
 #include <unistd.h>
 
