@@ -346,7 +346,7 @@ static void print_table(FILE *o, const jv *doc) {
     const jv *r = &rows->items[i], *ml = get(r, "min_limit"), *rm = rec && rec->kind == 'o' ? get(rec, "min_limit") : NULL;
     if (strncmp(config_name(r, b3, sizeof b3), "policy:", 7) || !is_num(ml)) continue;
     char line[1024];
-    int len = snprintf(line, sizeof line, "with tcuda as torch's allocator (CUDAPluggableAllocator, TCUDA_ALLOC_CONF=%s): min_limit %s",
+    int len = snprintf(line, sizeof line, "with tcuda as torch's allocator (TCUDA_TORCH_ALLOCATOR=1 TCUDA_ALLOC_CONF=%s): min_limit %s",
                        b3, human(u64(ml), b1, sizeof b1));
     if (is_num(rm) && len > 0 && (size_t)len < sizeof line)
       snprintf(line + len, sizeof line - (size_t)len, ", %lld bytes below the recommended config's",

@@ -43,7 +43,7 @@ static const char *const SWEEP[] = {
     "max_split_size_mb:128,roundup_power2_divisions:4",
     "expandable_segments:True,max_split_size_mb:256",
     /* tcuda's own policy, for a PyTorch user who would put tcuda under
-     * torch as a CUDAPluggableAllocator; never the recommendation */
+     * torch as its allocator (tcuda.torch); never the recommendation */
     "policy:compact",
 };
 /* only with a limit: garbage collection acts against the limit */

@@ -187,7 +187,7 @@ assert rows[0]["min_limit"] == best, (rows[0]["min_limit"], best)
 assert d["recommended"]["config"] != "policy:compact", d["recommended"]
 PY
 "$cli" whatif "$data/kv_decoder.pickle" > "$tmp/out" 2> "$tmp/err" || bad "whatif kv_decoder: exit $?"
-grep -q "^with tcuda as torch's allocator (CUDAPluggableAllocator, TCUDA_ALLOC_CONF=policy:compact): min_limit" \
+grep -q "^with tcuda as torch's allocator (TCUDA_TORCH_ALLOCATOR=1 TCUDA_ALLOC_CONF=policy:compact): min_limit" \
   "$tmp/out" || bad "whatif's table lacks the policy:compact line"
 
 [ $fail = 0 ] && echo "whatif_cli: all passed"
