@@ -177,7 +177,7 @@ int cli_parse_bytes(const cli_cmd *c, const char *opt, const char *s, uint64_t *
   uint64_t x;
   if (scan_u64(s, &x)) { /* plain bytes */
     if (x) { *v = x; return 1; }
-    why = "the capacity must be more than 0 bytes";
+    why = "must be more than 0 bytes";
     goto bad;
   }
   /* DIGITS[.DIGITS]UNIT */
@@ -207,7 +207,7 @@ int cli_parse_bytes(const cli_cmd *c, const char *opt, const char *s, uint64_t *
     uint64_t part = (uint64_t)(fm / scale);
     if (whole * m > UINT64_MAX - part) { why = "too large (more than 2^64-1 bytes)"; goto bad; }
     x = whole * m + part;
-    if (!x) { why = "the capacity must be more than 0 bytes"; goto bad; }
+    if (!x) { why = "must be more than 0 bytes"; goto bad; }
     *v = x;
     return 1;
   }

@@ -134,7 +134,6 @@ int cmd_replay(int argc, char **argv) {
     case O_CONF: config = v; break;
     case O_MAXIN:
       if (!cli_parse_bytes(&CMD, "--max-input", v, &n)) return CLI_USAGE;
-      if (!n) return cli_usage_error(&CMD, "--max-input '%s': must be at least 1 byte", v);
       o.max_input_bytes = n;
       break;
     case O_BUDGET:

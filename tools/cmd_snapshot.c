@@ -161,7 +161,6 @@ int cmd_snapshot(int argc, char **argv) {
       break;
     case O_MAXIN:
       if (!cli_parse_bytes(&CMD, "--max-input", v, &max_input)) return CLI_USAGE;
-      if (!max_input) return cli_usage_error(&CMD, "--max-input '%s': must be at least 1 byte", v);
       if (max_input > SIZE_MAX - 4) max_input = SIZE_MAX - 4;
       break;
     }

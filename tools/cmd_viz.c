@@ -165,7 +165,6 @@ int cmd_viz(int argc, char **argv) {
     if (ch == CLI_DONE) return rc;
     if (ch == O_MAXIN) {
       if (!cli_parse_bytes(&CMD, "--max-input", optarg, &cap)) return CLI_USAGE;
-      if (!cap) return cli_usage_error(&CMD, "--max-input '%s': must be at least 1 byte", optarg);
       if (cap > SIZE_MAX - 1) cap = SIZE_MAX - 1;
       continue;
     }

@@ -441,7 +441,6 @@ int cmd_whatif(int argc, char **argv) {
     case O_JSON: json = 1; break;
     case O_MAXIN:
       if (!cli_parse_bytes(&CMD, "--max-input", v, &n)) return CLI_USAGE;
-      if (!n) return cli_usage_error(&CMD, "--max-input '%s': must be at least 1 byte", v);
       o.max_input_bytes = n;
       break;
     case O_BUDGET:
