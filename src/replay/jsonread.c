@@ -337,21 +337,16 @@ static tcuda_status run(jr *r, tc_pv **out) {
 tcuda_status tc_pv_json(const char *func, const void *data, size_t len, tc_pv_budget *budget, tc_arena *ar,
                         tc_pv **out) {
   const char *F = func ? func : "tc_pv_json";
-  TC_CHECK_ARG(F, out, "out");
-  *out = NULL;
-  TC_CHECK_ARG(F, ar, "ar");
-  TC_CHECK_ARG(F, data || !len, "data");
+  tcuda_status s = tc_pv_entry_check(F, data, len, ar, out);
+  if (s) return s;
   jr *r = calloc(1, sizeof *r);
   if (!r) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: host out of memory reading JSON", F);
   r->F = F;
   r->d = data;
   r->len = len;
-  r->b.ar = ar;
   tc_pv_budget own;
-  if (!budget) tc_pv_budget_init(budget = &own, 0, len);
-  r->b.budget = budget;
   tc_pv *top = NULL;
-  tcuda_status s = tc_pv_stack_grow(&r->b) ? TCUDA_SUCCESS : oom(r);
+  s = tc_pv_build_start(&r->b, ar, budget, &own, len) ? TCUDA_SUCCESS : oom(r);
   if (!s) s = run(r, &top);
   if (!s) *out = top;
   tc_pv_build_free(&r->b);

@@ -8,10 +8,8 @@
 tcuda_status tc_pv_parse(const char *func, const void *data, size_t len, tc_pv_budget *budget, tc_arena *ar,
                          tc_pv **out) {
   const char *F = func ? func : "tc_pv_parse";
-  TC_CHECK_ARG(F, out, "out");
-  *out = NULL;
-  TC_CHECK_ARG(F, ar, "ar");
-  TC_CHECK_ARG(F, data || !len, "data");
+  tcuda_status s = tc_pv_entry_check(F, data, len, ar, out);
+  if (s) return s;
   if (!len) return tc_error(TCUDA_ERROR_PARSE, "%s: the file is empty", F);
   switch (tc_sniff(data, len)) {
   case TC_SNIFF_PICKLE: return tc_pv_unpickle(F, data, len, budget, ar, out);

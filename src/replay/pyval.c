@@ -112,6 +112,21 @@ int tc_pv_stack_grow(tc_pv_build *b) {
   return 1;
 }
 
+tcuda_status tc_pv_entry_check(const char *F, const void *data, size_t len, tc_arena *ar, tc_pv **out) {
+  TC_CHECK_ARG(F, out, "out");
+  *out = NULL;
+  TC_CHECK_ARG(F, ar, "ar");
+  TC_CHECK_ARG(F, data || !len, "data");
+  return TCUDA_SUCCESS;
+}
+
+int tc_pv_build_start(tc_pv_build *b, tc_arena *ar, tc_pv_budget *budget, tc_pv_budget *own, size_t len) {
+  b->ar = ar;
+  if (!budget) tc_pv_budget_init(budget = own, 0, len);
+  b->budget = budget;
+  return tc_pv_stack_grow(b);
+}
+
 void tc_pv_build_free(tc_pv_build *b) {
   free(b->stack);
   free(b->dicts);

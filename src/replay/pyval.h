@@ -135,6 +135,14 @@ int tc_pv_track_dict(tc_pv_build *b, tc_pv *d);
  * cost a unit each); then frees the list. TCUDA_ERROR_HOST_OUT_OF_MEMORY or
  * the budget's error. */
 tcuda_status tc_pv_index_dicts(const char *func, tc_pv_build *b);
+/* The readers' entry checks, for tc_pv_parse, tc_pv_json and
+ * tc_pv_unpickle alike: *out = NULL, then ar, then data (NULL only when
+ * len is 0), each failure an error naming F. */
+tcuda_status tc_pv_entry_check(const char *F, const void *data, size_t len, tc_arena *ar, tc_pv **out);
+/* Start a reader's state on ar: budget, or *own set up for len when it
+ * is NULL, and a first stack block (never NULL, even for an empty MARK).
+ * 1, or 0 on host OOM (the caller names its own input in the error). */
+int tc_pv_build_start(tc_pv_build *b, tc_arena *ar, tc_pv_budget *budget, tc_pv_budget *own, size_t len);
 /* Free what a reader's state holds outside the arena. */
 void tc_pv_build_free(tc_pv_build *b);
 

@@ -472,21 +472,16 @@ static tcuda_status run(up *u, tc_pv **out) {
 tcuda_status tc_pv_unpickle(const char *func, const void *data, size_t len, tc_pv_budget *budget, tc_arena *ar,
                             tc_pv **out) {
   const char *F = func ? func : "tc_pv_unpickle";
-  TC_CHECK_ARG(F, out, "out");
-  *out = NULL;
-  TC_CHECK_ARG(F, ar, "ar");
-  TC_CHECK_ARG(F, data || !len, "data");
+  tcuda_status s = tc_pv_entry_check(F, data, len, ar, out);
+  if (s) return s;
   up *u = calloc(1, sizeof *u);
   if (!u) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: host out of memory reading the pickle", F);
   u->F = F;
   u->d = data;
   u->len = len;
-  u->b.ar = ar;
   tc_pv_budget own;
-  if (!budget) tc_pv_budget_init(budget = &own, 0, len);
-  u->b.budget = budget;
   tc_pv *top = NULL;
-  tcuda_status s = tc_pv_stack_grow(&u->b) ? TCUDA_SUCCESS : oom(u); /* never NULL, even for an empty MARK */
+  s = tc_pv_build_start(&u->b, ar, budget, &own, len) ? TCUDA_SUCCESS : oom(u);
   if (!s) s = run(u, &top);
   if (!s) *out = top;
   tc_pv_build_free(&u->b);

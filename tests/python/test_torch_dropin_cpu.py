@@ -129,6 +129,7 @@ def test_cpu_only_torch_refused(tmp_path):
         for fn in (tt.install, tt.build):
             try:
                 fn()
+                raise SystemExit('no error from %s' % fn.__name__)
             except tt.InstallError as e:
                 assert 'CUDA' in str(e), str(e)
         print('ok')
