@@ -39,7 +39,9 @@ import subprocess
 import sys
 
 # names whose replay is known to differ, with the reason printed (not hidden)
-KNOWN = {}
+KNOWN = {
+    "rs3": "inactive_split_bytes differs after pending record_stream frees (being fixed)",
+}
 
 
 def run(cli, args):
