@@ -13,6 +13,7 @@
 #include "core/core.h"
 #include "inspect/jsonwrite.h"
 #include "whatif.h"
+#include "explain.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -251,6 +252,11 @@ static tcuda_status document(const char *F, tc_tsnap *h, const tcuda_whatif_opti
                    rows[0].min_limit ? 100.0 * (double)save / (double)rows[0].min_limit : 0.0);
   } else {
     tc_sbuf_puts(&b, "null");
+  }
+  tc_sbuf_puts(&b, ",\n \"explain\": ");
+  if ((s = tc_explain_json(F, h, cap, o->memory_fraction, &b))) {
+    tc_sbuf_free(&b);
+    return s;
   }
   tc_sbuf_puts(&b, ",\n \"notes\": [");
   const char *sep = "";
