@@ -680,6 +680,9 @@ def _no_gpu_rows(tmp_path):
         "whatif": (lambda: tcuda.whatif(str(tmp_path / "missing.pickle")),
                    _Is(lambda e: isinstance(e, tcuda.TcudaError) and "missing.pickle" in str(e),
                        "TcudaError naming the missing file")),
+        "whatif_compare": (lambda: tcuda.whatif_compare(str(tmp_path / "missing.pickle"), str(tmp_path / "b")),
+                           _Is(lambda e: isinstance(e, tcuda.TcudaError) and "before: " in str(e),
+                               "TcudaError naming the argument")),
         # torch.cuda.memory's private history names
         "_record_memory_history": (tcuda.memory._record_memory_history, _NA),
         "_snapshot": (tcuda.memory._snapshot, _Is(lambda v: v["segments"] == [], "no segments")),

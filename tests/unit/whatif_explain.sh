@@ -101,4 +101,44 @@ fr = h[0]['frames']
 assert len(fr) == 3 and all(len(f.encode()) < 600 for f in fr), fr
 " "$tmp/out" || bad "hostile stacks: frames not cut"
 fi
+# ---- the page's section, in headless Chromium when there is one: a
+# table per instant, one row per holder, and hostile frame text as text ----
+CHROME=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
+if [ -n "$CHROME" ]; then
+  python3 - "$data/side_stream.pickle" "$tmp/evil.pickle" <<'PY'
+import pickle, sys
+d = pickle.load(open(sys.argv[1], "rb"))
+evil = '</script><img src=x onerror="document.title=1"><script>document.title="pwned"</script>'
+for e in d["device_traces"][0]:
+    if e["action"] == "alloc":
+        e["frames"] = [{"name": evil, "filename": "/home/u/" + evil + ".py", "line": 3}]
+pickle.dump(d, open(sys.argv[2], "wb"), protocol=4)
+PY
+  "$cli" whatif "$tmp/evil.pickle" --config "" --html "$tmp/p.html" > /dev/null 2>&1 || bad "whatif --html"
+  timeout 120 "$CHROME" --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir="$tmp/prof" \
+    --virtual-time-budget=10000 --dump-dom "file://$tmp/p.html" > "$tmp/dom.html" 2> "$tmp/console.log"
+  grep -q pwned "$tmp/console.log" && bad "page: script from a frame ran"
+  grep -q "<title>tcuda what-if</title>" "$tmp/dom.html" || bad "page: script from a frame changed the title"
+  python3 - "$tmp/p.html" "$tmp/dom.html" <<'PY' || bad "page: the explain section does not show the document"
+import html, json, re, sys
+page, dom = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+doc = json.loads(re.search(r'<script id="whatif-data" type="application/json">(.*?)</script>', page, re.S).group(1))
+st = json.loads(html.unescape(re.search(r'<pre id="whatif-status"[^>]*>(.*?)</pre>', dom, re.S).group(1)))
+assert st.get("ok") is True, st
+assert not re.search(r"<(img|iframe)\b", dom, re.I), "markup from a frame became an element"
+sec = re.search(r'<div id="explain">(.*?)</div>\s*<h2>', dom, re.S).group(1)
+tables = re.findall(r'<table class="explain">.*?<tbody>(.*?)</tbody>', sec, re.S)
+ex = doc["explain"]
+assert len(tables) == 2 + (ex["first_oom"] is not None), len(tables)
+for body, at in zip(tables, (ex["peak_reserved"], ex["peak_allocated"])):
+    trs = re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S)
+    assert len(trs) == len(at["holders"]) + 2, (len(trs), len(at["holders"]))
+    for tr, h in zip(trs, at["holders"]):
+        cells = [html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)]
+        assert int(cells[2]) == h["blocks"], (cells, h)
+        assert cells[3] == "\n".join(h["frames"]) if h["frames"] else cells[3].startswith("("), (cells, h)
+PY
+else
+  echo "page check skipped: no chromium"
+fi
 exit $fail
