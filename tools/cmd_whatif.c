@@ -31,9 +31,7 @@ static const cli_cmd CMD = {
     "  prints per row the peaks, segment calls, retries, OOMs, the first OOM and min_limit: the\n"
     "  smallest per-process limit (2 MiB grid) under which the history runs with no OOM. The\n"
     "  recommended row has the lowest min_limit. The pickle is read as plain data: nothing in it\n"
-    "  runs. docs/whatif.md says what the replay reproduces exactly. Then, in the recorded\n"
-    "  config's replay, what holds the memory at peak reserved, peak allocated and the first\n"
-    "  OOM: live blocks by allocation stack, and the cached bytes that are free.\n"
+    "  runs. docs/whatif.md says what the replay reproduces exactly.\n"
     "  --config CONF: a row, PYTORCH_CUDA_ALLOC_CONF syntax; repeat it for more rows (at most\n"
     "          255). Without it, a default sweep of configs (expandable segments, max_split_size_mb,\n"
     "          roundup_power2_divisions and, with --fraction, garbage_collection_threshold), plus\n"
@@ -49,8 +47,9 @@ static const cli_cmd CMD = {
     "  --html OUT: also write one self-contained page (no network): a chart of reserved and\n"
     "          allocated bytes over time for every row, the table, the recommendation and each\n"
     "          row's first-OOM stack.\n"
-    "  --top N: the largest holders shown per instant in 'what holds the memory' (default 5;\n"
-    "          --json lists them all).\n"
+    "  --top N: after the table, what holds the memory in the recorded config's replay at peak\n"
+    "          reserved, peak allocated and the first OOM (live blocks by allocation stack, and the\n"
+    "          cached bytes that are free): the N largest holders of each (default 5; --json: all).\n"
     CLI_MAX_INPUT_HELP
     CLI_WORK_BUDGET_HELP
     "  A file that is not a snapshot, or a pickle that would build objects or call anything,\n"

@@ -327,7 +327,8 @@ static void ex_free(ex *e) {
   free(e->at_oom.groups);
 }
 
-static tcuda_status analyse(const char *func, tc_tsnap *h, uint64_t capacity, double fraction, ex *e) {
+static tcuda_status analyse(const char *func, tc_tsnap *h, uint64_t capacity, double fraction, uint64_t limit,
+                            ex *e) {
   memset(e, 0, sizeof *e);
   e->func = func;
   e->h = h;
@@ -354,8 +355,8 @@ static tcuda_status analyse(const char *func, tc_tsnap *h, uint64_t capacity, do
     e->pass = pass;
     tc_u64map_free(&e->owner);
     memset(&e->owner, 0, sizeof e->owner);
-    tc_tsrun_opts o = {.exact = 1, .capacity = capacity, .fraction = fraction, .on_op = on_op, .op_user = e,
-                       .on_oom = on_oom, .oom_user = e};
+    tc_tsrun_opts o = {.exact = 1, .capacity = capacity, .fraction = fraction, .limit = limit,
+                       .on_op = on_op, .op_user = e, .on_oom = on_oom, .oom_user = e};
     if (!(s = tc_tsnap_run(func, h, &o, &r))) {
       if (pass == 1) {
         e->peak_r = r.peak_reserved;
@@ -477,9 +478,10 @@ static tcuda_status put_explain(tc_sbuf *b, ex *e) {
   return TCUDA_SUCCESS;
 }
 
-tcuda_status tc_explain_json(const char *func, tc_tsnap *h, uint64_t capacity, double fraction, tc_sbuf *b) {
+tcuda_status tc_explain_json(const char *func, tc_tsnap *h, uint64_t capacity, double fraction, uint64_t limit,
+                             tc_sbuf *b) {
   ex e;
-  tcuda_status s = analyse(func, h, capacity, fraction, &e);
+  tcuda_status s = analyse(func, h, capacity, fraction, limit, &e);
   if (!s) s = put_explain(b, &e);
   ex_free(&e);
   return s;
@@ -617,7 +619,7 @@ tcuda_status tcuda_whatif_compare_files(const char *before_path, const char *aft
                  F, sd[0].h.num_devices, sd[1].h.num_devices);
   for (int i = 0; i < 2 && !s; i++) {
     sd[i].analysed = 1;
-    if ((s = analyse(F, &sd[i].h, o->capacity, o->memory_fraction, &sd[i].e))) s = name_argument(F, args[i], s);
+    if ((s = analyse(F, &sd[i].h, o->capacity, o->memory_fraction, 0, &sd[i].e))) s = name_argument(F, args[i], s);
   }
   tc_sbuf b = {0};
   if (!s) {

@@ -18,10 +18,11 @@
 #define TC_EXPLAIN_SCAN 256
 
 /* Appends the "explain" object for h, replayed under its own config on a
- * device of `capacity` bytes (0: an H200's) under `fraction` (0: none):
- * two replays. The frames read and the blocks grouped are spent from
+ * device of `capacity` bytes (0: an H200's) under `fraction` (0: none) or,
+ * when not 0, a limit of `limit` bytes (as tc_tsrun_opts): two replays. The frames read and the blocks grouped are spent from
  * h->budget. Runs the exact replay itself, so it writes h's inferred
  * empty_cache flags as tc_tsnap_run with exact 1 does. */
-tcuda_status tc_explain_json(const char *func, tc_tsnap *h, uint64_t capacity, double fraction, tc_sbuf *b);
+tcuda_status tc_explain_json(const char *func, tc_tsnap *h, uint64_t capacity, double fraction, uint64_t limit,
+                             tc_sbuf *b);
 
 #endif
