@@ -672,7 +672,7 @@ TCUDA_API tcuda_status tcuda_whatif_buffer(const void *data, size_t len, const t
  * "after": {...}, "change": {...}, "holders_at_peak_reserved": [...],
  * "before_explain": {...}, "after_explain": {...}}: peaks, their ratio,
  * OOM counts and what holds the memory at each peak, side by side
- * (docs/whatif.md, section 8). Errors name the argument ("before" or
+ * (docs/whatif.md, "What holds the memory"). Errors name the argument ("before" or
  * "after") and the file. */
 TCUDA_API tcuda_status tcuda_whatif_compare_files(const char *before_path, const char *after_path,
                                                   const tcuda_whatif_options_t *opt, char **json_out);

@@ -17,7 +17,7 @@ static const cli_cmd CMD = {
     "  JSON form), each under the allocator settings it was recorded with, and prints their peak\n"
     "  reserved and allocated bytes, the ratio after/before, their OOMs, and the stacks that hold\n"
     "  the memory at each one's peak reserved, side by side; then what holds the memory in each\n"
-    "  (as tcuda whatif prints it). docs/whatif.md, section 8.\n"
+    "  (as tcuda whatif prints it). docs/whatif.md, \"What holds the memory\".\n"
     "  --capacity BYTES, --fraction F: the simulated device and set_per_process_memory_fraction,\n"
     "          for both (default an H200's 150109880320 bytes, no fraction).\n"
     "  --device N: whose history (default 0); snapshots of different device counts need it.\n"

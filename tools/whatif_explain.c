@@ -1,5 +1,5 @@
 /* What holds the memory, as text: the "explain" object of a whatif
- * document (docs/whatif.md, section 8), printed by `tcuda whatif` and
+ * document (docs/whatif.md, "What holds the memory"), printed by `tcuda whatif` and
  * `tcuda compare`. */
 #include "cli.h"
 #include "cli_json.h"

@@ -191,7 +191,7 @@ def whatif_compare(before, after, capacity=None, fraction=None, device=None, *, 
     {...}, "after": {...}, "change": {...}, "holders_at_peak_reserved":
     [...], "before_explain": {...}, "after_explain": {...}} (peaks, their
     ratio, OOM counts, and what holds the memory at each peak; docs/whatif.md,
-    section 8). The same as `tcuda compare BEFORE AFTER --json`.
+    "What holds the memory"). The same as `tcuda compare BEFORE AFTER --json`.
 
     before, after: paths (str or os.PathLike) to _dump_snapshot()'s pickles
         or their JSON form. Errors name the argument ("before: PATH: ...").

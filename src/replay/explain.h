@@ -3,8 +3,8 @@
  * reserved bytes, of peak allocated bytes and of the first OOM, grouped by
  * the user frames of their allocation stacks, with the cached-but-free
  * bytes split into inactive split blocks and wholly free segments; and the
- * comparison of two snapshots. docs/whatif.md, section 8, describes the
- * document. */
+ * comparison of two snapshots. docs/whatif.md ("What holds the memory")
+ * describes the document. */
 #ifndef TC_EXPLAIN_H
 #define TC_EXPLAIN_H
 #include "inspect/jsonwrite.h"

@@ -11,9 +11,9 @@
  * "no OOM" non-monotone and the check below fails, the search goes on
  * under it. */
 #include "core/core.h"
+#include "explain.h"
 #include "inspect/jsonwrite.h"
 #include "whatif.h"
-#include "explain.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
