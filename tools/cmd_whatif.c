@@ -47,11 +47,11 @@ static const cli_cmd CMD = {
     "  --html OUT: also write one self-contained page (no network): a chart of reserved and\n"
     "          allocated bytes over time for every row, the table, the recommendation and each\n"
     "          row's first-OOM stack.\n"
+    CLI_MAX_INPUT_HELP
+    CLI_WORK_BUDGET_HELP
     "  --top N: after the table, what holds the memory in the recorded config's replay at peak\n"
     "          reserved, peak allocated and the first OOM (live blocks by allocation stack, and the\n"
     "          cached bytes that are free): the N largest holders of each (default 5; --json: all).\n"
-    CLI_MAX_INPUT_HELP
-    CLI_WORK_BUDGET_HELP
     "  A file that is not a snapshot, or a pickle that would build objects or call anything,\n"
     "  exits 1. A history that runs out of memory succeeds (the OOMs are in the table).\n"};
 
