@@ -17,7 +17,7 @@ from ctypes import byref, c_char_p, c_void_p
 
 from ._lib import WhatifOptionsT, c_path, c_string, check, int_arg, lib, take_string, uint64_arg
 
-__all__ = ["whatif", "whatif_compare"]
+__all__ = ["whatif"]
 
 _MAX_CONFIGS = 255  # the library's rows, less the recorded one
 _MAX_DEPTH = 512  # the library's readers nest no deeper (TC_PV_MAX_DEPTH)

@@ -677,12 +677,12 @@ def _no_gpu_rows(tmp_path):
         "library_path": (tcuda.library_path, _Is(os.path.isabs, "an absolute path")),
         "library_version": (tcuda.library_version, tcuda.__version__),
         # snapshots: no GPU needed (tests/python/test_whatif.py runs real ones)
-        "whatif": (lambda: tcuda.whatif(str(tmp_path / "missing.pickle")),
-                   _Is(lambda e: isinstance(e, tcuda.TcudaError) and "missing.pickle" in str(e),
-                       "TcudaError naming the missing file")),
         "whatif_compare": (lambda: tcuda.whatif_compare(str(tmp_path / "missing.pickle"), str(tmp_path / "b")),
                            _Is(lambda e: isinstance(e, tcuda.TcudaError) and "before: " in str(e),
                                "TcudaError naming the argument")),
+        "whatif": (lambda: tcuda.whatif(str(tmp_path / "missing.pickle")),
+                   _Is(lambda e: isinstance(e, tcuda.TcudaError) and "missing.pickle" in str(e),
+                       "TcudaError naming the missing file")),
         # torch.cuda.memory's private history names
         "_record_memory_history": (tcuda.memory._record_memory_history, _NA),
         "_snapshot": (tcuda.memory._snapshot, _Is(lambda v: v["segments"] == [], "no segments")),
