@@ -81,7 +81,6 @@ def test_compare_matches_torchs_peaks_and_names_the_argument(tmp_path):
         tcuda.whatif_compare(b, a, fraction=2)
 
 
-
 def test_json_file_gives_the_pickles_document():
     a = tcuda.whatif(os.path.join(DATA, "tf_default.pickle"), configs=CONFIGS)
     b = tcuda.whatif(os.path.join(DATA, "tf_default.json"), configs=CONFIGS)
