@@ -227,4 +227,3 @@ def test_max_input_and_work_budget_reach_the_library(small_dict):
     assert tcuda.whatif(SMALL, configs=CONFIGS, max_input=size)["snapshot"]["requests"] > 0
     _raises(lambda: tcuda.whatif(SMALL, work_budget=100), "TCUDA_ERROR_PARSE", "budget of 100 units")
     _raises(lambda: tcuda.whatif(small_dict, work_budget=100), "TCUDA_ERROR_PARSE", "budget of 100 units")
-
