@@ -14,7 +14,11 @@ The committed snapshots keep frames only on oom entries, so the grouping
 is also checked on copies of them given synthetic stacks (written here)
 that mix frames torch's viewer drops, torch's own files and user frames.
 
-usage: explain_reference.py TCUDA_CLI DATA_DIR"""
+usage: explain_reference.py TCUDA_CLI DATA_DIR [--extra SNAPSHOT.pickle]...
+
+--extra checks one more snapshot the same way (one recorded with
+stacks="python" on a GPU, say): its instants and holders against the
+walk of its own trace, with no stats file to compare totals with."""
 import json
 import os
 import pickle
@@ -23,6 +27,7 @@ import sys
 import tempfile
 
 CLI, DATA = sys.argv[1], sys.argv[2]
+EXTRA = [sys.argv[i + 1] for i in range(3, len(sys.argv) - 1) if sys.argv[i] == "--extra"]
 failures = []
 
 
@@ -162,7 +167,7 @@ def check_instant(name, label, trace, instant, want_request=None):
 
 
 def check_snapshot(name, path, trace, stats, frames_added):
-    ex = explain_of(path, stats["meta"].get("fraction"))
+    ex = explain_of(path, stats["meta"].get("fraction") if stats else None)
     if ex is None:
         return
     check(ex["stacks_recorded"] == frames_added, "%s: stacks_recorded %s" % (name, ex["stacks_recorded"]))
@@ -172,7 +177,7 @@ def check_snapshot(name, path, trace, stats, frames_added):
     at, best = reserved_peak_request(trace)
     check_instant(name, "peak_reserved", trace, ex["peak_reserved"], at)
     check_instant(name, "peak_allocated", trace, ex["peak_allocated"])
-    if stats.get("end"):  # tf_at_limit keeps only its meta
+    if stats and stats.get("end"):  # tf_at_limit keeps only its meta
         end = stats["end"]
         check(ex["peak_reserved"]["reserved"] == end["reserved_bytes.all.peak"],
               "%s: reserved at the peak %d, torch's peak %d" % (name, ex["peak_reserved"]["reserved"],
@@ -255,6 +260,13 @@ def main():
                       "%s: the torch-only stack did not fall back to the viewer's filter: %r" % (name, keys[:8]))
                 check(any(k and k[0].startswith("ceval.c:") for k in keys),
                       "%s: the viewer-only stack did not fall back to all frames: %r" % (name, keys[:8]))
+
+    for path in EXTRA:
+        with open(path, "rb") as f:
+            snap = pickle.load(f)  # a file the caller recorded and trusts
+        trace = snap["device_traces"][0]
+        has = any(e.get("frames") for e in trace if e["action"] == "alloc")
+        results[path] = check_snapshot(path, path, trace, None, has)
 
     # ---- compare ----
     b, a = os.path.join(DATA, "tf_default.pickle"), os.path.join(DATA, "tf_expandable.pickle")
