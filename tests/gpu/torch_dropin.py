@@ -201,7 +201,7 @@ def history_state_mode(torch, mode, ctx):
 
 
 @section
-def empty_cache_context(torch, mode, ctx):
+def flush_history_context(torch, mode, ctx):
     """empty_cache under each context, as PyTorch's test_memory_plots_free_segment_stack
     and test_memory_plots_metadata: its segment frees carry the caller's
     frames under "all" only, and every event the metadata set before."""
@@ -220,13 +220,14 @@ def empty_cache_context(torch, mode, ctx):
         frees = [t for t in trace if t["action"] == "segment_free"]
         assert frees, [t["action"] for t in trace]
         out[context] = {
-            "segment_free_names_empty_cache": any("empty_cache" in f["name"] for t in frees
+            "segment_free_names_empty_cache": any(f["name"] == "empty_cache" for t in frees
                                                   for f in t.get("frames") or []),
-            "empty_cache_anywhere": "empty_cache" in json.dumps(snap),
+            "empty_cache_anywhere": '"empty_cache"' in json.dumps(snap),
             "metadata": sorted({t.get("user_metadata") for t in trace}),
             "actions_with_frames_key": sorted({t["action"] for t in trace if "frames" in t})}
         assert out[context]["metadata"] == ["md-" + context], out[context]["metadata"]
-    assert out["all"]["segment_free_names_empty_cache"] and not out["state"]["empty_cache_anywhere"], out
+    assert out["all"]["segment_free_names_empty_cache"], out
+    assert not out["alloc"]["empty_cache_anywhere"] and not out["state"]["empty_cache_anywhere"], out
     return out
 
 
