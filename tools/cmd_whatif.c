@@ -460,8 +460,13 @@ int cmd_whatif(int argc, char **argv) {
   o.num_configs = nconf;
   if (html) o.series_points = SERIES_POINTS;
 
+  cli_progress pr = {.name = "whatif", .tty = -1};
+  o.progress = cli_progress_fn;
+  o.progress_user = &pr;
   char *doc = NULL;
-  if (tcuda_whatif_file(path, &o, &doc)) return cli_fail("whatif");
+  tcuda_status st = tcuda_whatif_file(path, &o, &doc);
+  cli_progress_done(&pr);
+  if (st) return cli_fail("whatif");
   if (html && (rc = write_page(html, doc))) {
     tcuda_string_free(doc);
     return rc;
