@@ -690,13 +690,17 @@ typedef struct tcuda_viz_options {
 #define TCUDA_VIZ_OPTIONS_INIT {.struct_size = sizeof(tcuda_viz_options_t), .device = -1}
 
 /* The data `tcuda viz` draws, from a memory snapshot file (pickle or JSON),
- * bounded in size whatever the history's length: the trace's totals, the
- * active bytes over the history as per-bucket minima and maxima (the exact
- * peak survives), the largest allocations with their lifetimes, segment
- * lifetimes, and the snapshot's segments, blocks and settings. Stacks are
- * rendered once each and cut. docs/design.md (viz) gives the document's
- * keys. Errors: TCUDA_ERROR_PARSE naming the part that is not a memory
- * snapshot, TCUDA_ERROR_IO, bad options. Free with tcuda_string_free. */
+ * bounded in size whatever the history's length, as one JSON document
+ * ("format": "tcuda-viz/1"): the trace's counts, "peak" and "final" active
+ * bytes, "series" (the active bytes per bucket of entries: "lo" its first
+ * step, "min" and "max"; the exact peak survives), "allocs" (the
+ * allocations covering the most of the chart, flat, fields in
+ * "alloc_fields"; "allocations" counts them all), "seglife" (segment
+ * lifetimes, fields in "seg_fields"), the snapshot's own "segments",
+ * "settings" and the distinct stacks ("frames"). docs/whatif.md (section
+ * 8) gives the rules. Errors: TCUDA_ERROR_PARSE naming the part that is
+ * not a memory snapshot, TCUDA_ERROR_IO, bad options. Free with
+ * tcuda_string_free. */
 TCUDA_API tcuda_status tcuda_viz_file(const char *snapshot_path, const tcuda_viz_options_t *opt, char **json_out);
 
 /* ======================================================================
