@@ -20,6 +20,8 @@ static const cli_cmd CMD = {
     "  SNAPSHOT: a pickle (tcuda_memory_snapshot_dump, tcuda replay --history, or torch's\n"
     "            _dump_snapshot) or its JSON form. Without -o the page goes to stdout.\n"
     "  -o, --output FILE: write the page there.\n"
+    "  Long histories are drawn from bounded data (docs/whatif.md, section 8): the page\n"
+    "  stays a few MB at most. Progress goes to stderr when it is a terminal.\n"
     CLI_MAX_INPUT_HELP
     "  A file that is not a snapshot exits 1.\n"};
 

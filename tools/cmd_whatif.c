@@ -45,7 +45,7 @@ static const cli_cmd CMD = {
     "          carry the chart's series too).\n"
     "  --html OUT: also write one self-contained page (no network): a chart of reserved and\n"
     "          allocated bytes over time for every row, the table, the recommendation and each\n"
-    "          row's first-OOM stack.\n"
+    "          row's first-OOM stack. Progress goes to stderr when it is a terminal.\n"
     CLI_MAX_INPUT_HELP
     CLI_WORK_BUDGET_HELP
     "  A file that is not a snapshot, or a pickle that would build objects or call anything,\n"

@@ -348,6 +348,11 @@ static int cmp_keep(const void *x, const void *y) {
   if (p->size != q->size) return p->size > q->size ? -1 : 1;
   return p->i < q->i ? -1 : 1;
 }
+/* keyrec by .size, here an address */
+static int cmp_addr(const void *x, const void *y) {
+  const keyrec *p = x, *q = y;
+  return p->size < q->size ? -1 : p->size > q->size;
+}
 static int cmp_u32(const void *x, const void *y) {
   uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
   return a < b ? -1 : a > b;
@@ -450,14 +455,28 @@ static tcuda_status build(vctx *c, const tc_pv *root, tc_sbuf *b) {
   /* the device's segments: blocks live at the end without a recorded
    * alloc, and segments without a recorded segment_alloc, were there
    * before the trace */
-  size_t seg_end = c->ns;
+  /* the trace's segments live at the end, by address, to tell which of
+   * the snapshot's it made */
+  size_t nlive = 0;
+  keyrec *lv = malloc((c->ns ? c->ns : 1) * sizeof *lv);
+  if (!lv) s = oom(c);
+  for (size_t j = 0; j < c->ns && !s; j++)
+    if (c->s[j].end == NEVER) lv[nlive++] = (keyrec){0, c->s[j].addr, (uint32_t)j};
+  if (!s) qsort(lv, nlive, sizeof *lv, cmp_addr);
   for (size_t i = 0; i < nsegs && !s; i++) {
     const tc_pv *g = segs[i];
     if ((int64_t)getu(g, "device") != dev) continue;
     uint64_t base = getu(g, "address"), total = getu(g, "total_size");
-    int covered = 0;
-    for (size_t j = 0; j < seg_end && !covered; j++)
-      covered = c->s[j].end == NEVER && c->s[j].addr < base + total && base < c->s[j].addr + c->s[j].size;
+    /* the last live one starting below the segment's end: it overlaps
+       when it ends past the segment's start */
+    size_t lo = 0, hi = nlive;
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (lv[mid].size < base + total) lo = mid + 1;
+      else hi = mid;
+    }
+    const vseg *prev = lo ? &c->s[lv[lo - 1].i] : NULL;
+    int covered = prev && prev->addr + prev->size > base;
     if (!covered && !push_seg(c, (vseg){base, total, (int64_t)getu(g, "stream"), 0, NEVER, 0})) s = oom(c);
     tc_pv *const *bl;
     size_t nb;
@@ -474,20 +493,23 @@ static tcuda_status build(vctx *c, const tc_pv *root, tc_sbuf *b) {
       a += sz;
     }
   }
+  free(lv);
   umap_free(&live);
   umap_free(&lseg);
   if (s) return s;
 
   /* active bytes after each step, exactly; then per bucket min and max */
   size_t nsteps = nev + 1;
-  int64_t *delta = calloc(nsteps + 1, sizeof *delta);
+  /* unsigned: a hostile file's sizes may wrap, never overflow a signed sum */
+  uint64_t *delta = calloc(nsteps + 1, sizeof *delta);
   if (!delta) return oom(c);
   for (size_t i = 0; i < c->na; i++) {
-    delta[c->a[i].start] += (int64_t)c->a[i].size;
-    if (c->a[i].end != NEVER) delta[c->a[i].end] -= (int64_t)c->a[i].size;
+    delta[c->a[i].start] += c->a[i].size;
+    if (c->a[i].end != NEVER) delta[c->a[i].end] -= c->a[i].size;
   }
   size_t nb = (size_t)(o->buckets ? o->buckets : 16384);
   if (nb > nsteps) nb = nsteps;
+  uint64_t urun = 0;
   int64_t run = 0, peak = 0;
   size_t peak_step = 0;
   tc_sbuf lo = {0}, mn = {0}, mx = {0};
@@ -496,7 +518,8 @@ static tcuda_status build(vctx *c, const tc_pv *root, tc_sbuf *b) {
     int64_t bmin = INT64_MAX, bmax = INT64_MIN;
     tc_sbuf_printf(&lo, "%s%zu", k ? "," : "", i);
     for (; i < end; i++) {
-      run += delta[i];
+      urun += delta[i];
+      run = (int64_t)urun;
       if (run < bmin) bmin = run;
       if (run > bmax) bmax = run;
       if (run > peak) { peak = run; peak_step = i; }

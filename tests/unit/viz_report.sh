@@ -122,6 +122,36 @@ assert st['render_ms'] < 8000, st['render_ms']
 print('100k entries:', st['trace_entries'], 'entries rendered in', st['render_ms'], 'ms')
 PY
 
+# a drag across the chart zooms into that range; a click there shows the
+# segments at that entry (the events are added to the page's own script,
+# the only one its policy runs)
+python3 - "$W/r.html" "$W/drag.html" <<'PY' || fail "making the dragged page"
+import sys
+page = open(sys.argv[1]).read()
+end = page.rindex("})();")
+ev = ("const c = document.getElementById('timeline'), r = c.getBoundingClientRect();\n"
+      "const ev = (t, x) => new MouseEvent(t, {clientX: r.left + x, clientY: r.top + 100, bubbles: true});\n"
+      "c.dispatchEvent(ev('mousedown', 400)); window.dispatchEvent(ev('mousemove', 700)); window.dispatchEvent(ev('mouseup', 700));\n"
+      "c.dispatchEvent(ev('mousedown', 550)); window.dispatchEvent(ev('mouseup', 550));\n")
+open(sys.argv[2], "w").write(page[:end] + ev + page[end:])
+PY
+render "$W/drag.html" | status_of > "$W/drag.json"
+grep -E 'Uncaught|CONSOLE.*(Error|error)' "$W/console.log" && fail "console errors after the drag"
+python3 - "$W/s.pickle" "$W/drag.json" <<'PY' || fail "the drag did not zoom"
+import json, pickle, sys
+s = pickle.load(open(sys.argv[1], 'rb')); st = json.load(open(sys.argv[2]))
+v = st['view']; n = len(s['device_traces'][0])
+# 300 of the plot's ~1124 pixels, from pixel ~330: about a quarter of the history
+assert 0 < v['from'] < v['to'] < n and 0.2 < (v['to'] - v['from']) / n < 0.35, v
+assert v['from'] < v['at'] < v['to'], v
+segs = set()
+for e in s['device_traces'][0][:v['at']]:
+  if e['action'] == 'segment_alloc': segs.add(e['addr'])
+  elif e['action'] == 'segment_free': segs.discard(e['addr'])
+assert v['segments'] == len(segs), (v, len(segs))
+print('drag: entries', v['from'], '..', v['to'], '; segments at', v['at'], ':', v['segments'])
+PY
+
 # a 1M-entry history (bench/whatif_gen.py): the page stays small and
 # renders fast, and its series keeps every bucket's extremes, the exact
 # global peak among them (docs/performance.md has the figures)
