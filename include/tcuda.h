@@ -646,8 +646,10 @@ typedef struct tcuda_whatif_options {
   double memory_fraction;        /* set_per_process_memory_fraction for every row; 0: none */
   int device;                    /* whose history; -1: 0 */
   int threads;                   /* rows replayed at once; 0: one per CPU */
-  int series_points;             /* > 0: each row gets "series", reserved and allocated maxima at up
-                                    to this many points of the history's time (for charts) */
+  int series_points;             /* > 0: each row gets "series": at up to this many points of the
+                                    history's time, reserved and allocated bytes, the maxima
+                                    since the previous point ("reserved", "allocated") and the
+                                    minima ("reserved_min", "allocated_min"), for charts */
   int no_min_limit;              /* 1: skip the min_limit search (null) */
   uint64_t max_input_bytes;      /* tcuda_whatif_file: the largest file read; 0: 1 GiB */
   uint64_t work_budget;          /* units of work allowed (docs/whatif.md); 0: a multiple of the input's size */

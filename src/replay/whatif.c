@@ -162,6 +162,12 @@ static void put_series(tc_sbuf *b, const tc_tsrun_result *r) {
   for (int i = 0; i < r->series_n; i++) tc_sbuf_printf(b, "%s%llu", i ? ", " : "", (unsigned long long)r->series_reserved[i]);
   tc_sbuf_puts(b, "], \"allocated\": [");
   for (int i = 0; i < r->series_n; i++) tc_sbuf_printf(b, "%s%llu", i ? ", " : "", (unsigned long long)r->series_allocated[i]);
+  tc_sbuf_puts(b, "], \"reserved_min\": [");
+  for (int i = 0; i < r->series_n; i++)
+    tc_sbuf_printf(b, "%s%llu", i ? ", " : "", (unsigned long long)r->series_reserved_min[i]);
+  tc_sbuf_puts(b, "], \"allocated_min\": [");
+  for (int i = 0; i < r->series_n; i++)
+    tc_sbuf_printf(b, "%s%llu", i ? ", " : "", (unsigned long long)r->series_allocated_min[i]);
   tc_sbuf_puts(b, "]}");
 }
 

@@ -78,6 +78,15 @@ assert got == want, (len(got), len(want))
 assert all(re.search(r'\bd="M[\d.]+ [\d.]+(L[\d.]+ [\d.]+)+"', p) for p in paths), "a path without points"
 visible = sorted({int(re.search(r'data-row="(\d+)"', p).group(1)) for p in paths if "display: none" not in p})
 assert visible == want_shown, (visible, want_shown)
+# a band from each point's minimum to its maximum, per config and series
+bands = re.findall(r"<polygon\b[^>]*>", svg)
+got = sorted((int(re.search(r'data-row="(\d+)"', p).group(1)), re.search(r'data-band="(\w+)"', p).group(1)) for p in bands)
+assert got == want, (len(got), len(want))
+assert sorted({int(re.search(r'data-row="(\d+)"', p).group(1)) for p in bands if "display: none" not in p}) == want_shown
+for r in rows:
+    ser = r["series"]
+    for k in ("reserved", "allocated"):
+        assert len(ser[k + "_min"]) == len(ser[k]) and all(a <= b for a, b in zip(ser[k + "_min"], ser[k])), k
 offs = sorted(int(i) for i in re.findall(r'<span class="lg off" data-row="(\d+)"', dom))
 assert offs == sorted(set(range(len(rows))) - set(want_shown)), offs
 assert status["lines"] == len(want), status
