@@ -19,6 +19,11 @@
 #define MAX_FRAMES 16         /* per stack shown */
 #define FRAME_TEXT 200        /* bytes per name or file name */
 #define FRAMES_BUDGET (1u << 20) /* bytes of stack text in the whole document */
+/* the other lists' caps, so that no snapshot makes a page of more than a
+ * few MB: far above what real ones hold */
+#define MAX_SEGLIFE 25000
+#define MAX_SEGMENTS 20000
+#define MAX_BLOCKS 50000
 
 typedef struct {
   uint64_t addr, size;
@@ -580,18 +585,50 @@ static tcuda_status build(vctx *c, const tc_pv *root, tc_sbuf *b) {
   }
   free(idx);
   tc_sbuf_puts(b, "],\"seg_fields\":[\"addr\",\"size\",\"stream\",\"start\",\"end\",\"expandable\"],\"seglife\":[");
-  for (size_t j = 0; j < c->ns; j++) {
-    const vseg *g = &c->s[j];
+  /* a history that maps and unmaps without end keeps the segments that
+     cover the most of it */
+  size_t nseg = c->ns < MAX_SEGLIFE ? c->ns : MAX_SEGLIFE;
+  uint32_t *sidx = malloc((c->ns ? c->ns : 1) * sizeof *sidx);
+  keyrec *sk = c->ns > MAX_SEGLIFE ? malloc(c->ns * sizeof *sk) : NULL;
+  if (!sidx || (c->ns > MAX_SEGLIFE && !sk)) {
+    free(sidx);
+    free(sk);
+    return oom(c);
+  }
+  for (size_t j = 0; j < c->ns; j++) sidx[j] = (uint32_t)j;
+  if (sk) {
+    for (size_t j = 0; j < c->ns; j++) {
+      const vseg *g = &c->s[j];
+      sk[j] = (keyrec){(double)g->size * (double)((g->end == NEVER ? (int64_t)nsteps : g->end) - g->start), g->size,
+                       (uint32_t)j};
+    }
+    qsort(sk, c->ns, sizeof *sk, cmp_keep);
+    for (size_t j = 0; j < nseg; j++) sidx[j] = sk[j].i;
+    free(sk);
+    qsort(sidx, nseg, sizeof *sidx, cmp_u32);
+  }
+  for (size_t j = 0; j < nseg; j++) {
+    const vseg *g = &c->s[sidx[j]];
     tc_sbuf_printf(b, "%s%llu,%llu,%lld,%lld,%lld,%d", j ? "," : "", (unsigned long long)g->addr,
                    (unsigned long long)g->size, (long long)g->stream, (long long)g->start,
                    (long long)(g->end == NEVER ? -1 : g->end), g->map);
   }
+  free(sidx);
+  tc_sbuf_printf(b, "],\"seglife_total\":%zu", c->ns);
   /* the snapshot's segments at its end, as recorded */
-  tc_sbuf_puts(b, "],\"segments\":[");
+  tc_sbuf_puts(b, ",\"segments\":[");
   int first = 1;
+  size_t segs_out = 0, segs_all = 0, blocks_out = 0, blocks_all = 0;
   for (size_t i = 0; i < nsegs; i++) {
     const tc_pv *g = segs[i];
     if ((int64_t)getu(g, "device") != dev) continue;
+    segs_all++;
+    tc_pv *const *bl0;
+    size_t nbl0;
+    tc_pv_as_seq(tc_pv_get(g, "blocks"), &bl0, &nbl0);
+    blocks_all += nbl0;
+    if (segs_out == MAX_SEGMENTS) continue; /* counted, not listed */
+    segs_out++;
     uint64_t a = getu(g, "address");
     tc_sbuf_printf(b, "%s{\"address\":%llu,\"total_size\":%llu,\"stream\":%lld,\"segment_type\":", first ? "" : ",",
                    (unsigned long long)a, (unsigned long long)getu(g, "total_size"), (long long)getu(g, "stream"));
@@ -604,7 +641,7 @@ static tcuda_status build(vctx *c, const tc_pv *root, tc_sbuf *b) {
     tc_pv *const *bl;
     size_t nbl;
     tc_pv_as_seq(tc_pv_get(g, "blocks"), &bl, &nbl);
-    for (size_t j = 0; j < nbl; j++) {
+    for (size_t j = 0; j < nbl && blocks_out < MAX_BLOCKS; j++, blocks_out++) {
       uint64_t ba = tc_pv_get(bl[j], "address") ? getu(bl[j], "address") : a, sz = getu(bl[j], "size");
       const tc_pv *rq = tc_pv_get(bl[j], "requested_size");
       tc_sbuf_printf(b, "%s[%llu,%llu,%llu,", j ? "," : "", (unsigned long long)ba, (unsigned long long)sz,
@@ -617,7 +654,7 @@ static tcuda_status build(vctx *c, const tc_pv *root, tc_sbuf *b) {
     }
     tc_sbuf_puts(b, "]}");
   }
-  tc_sbuf_puts(b, "],\"settings\":");
+  tc_sbuf_printf(b, "],\"segments_total\":%zu,\"blocks_total\":%zu,\"settings\":", segs_all, blocks_all);
   put_settings(b, settings);
   tc_sbuf_printf(b, ",\"frames_cut\":%s,\"frames\":[", c->frames_full ? "true" : "false");
   tc_sbuf_put(b, c->frames.p ? c->frames.p : "", c->frames.len);

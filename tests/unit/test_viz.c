@@ -103,4 +103,42 @@ static void bad_input(void) {
   unlink(path);
 }
 
-TC_MAIN(T(extremes_survive), T(bad_input))
+/* Lists with no bound in a hostile (or strange) file stay capped: 100000
+ * segments, each made by the trace, and 100000 more made and freed. The
+ * document stays a few MB and is made in linear time. */
+static void caps(void) {
+  snprintf(path, sizeof path, "/tmp/tcuda_test_viz_XXXXXX");
+  int fd = mkstemp(path);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  CHECK(f != NULL);
+  if (!f) return;
+  enum { N = 100000 };
+  const unsigned long long SEG = 2 << 20;
+  fputs("{\"segments\": [", f);
+  for (int i = 0; i < N; i++)
+    fprintf(f, "%s{\"device\": 0, \"address\": %llu, \"total_size\": %llu, \"stream\": 0, \"blocks\":"
+               " [{\"size\": %llu, \"state\": \"inactive\"}]}", i ? ", " : "", (i + 1) * SEG, SEG, SEG);
+  fputs("], \"device_traces\": [[", f);
+  for (int i = 0; i < N; i++) {
+    unsigned long long churn = (unsigned long long)(N + 1 + i) * SEG;
+    fprintf(f, "%s{\"action\": \"segment_alloc\", \"addr\": %llu, \"size\": %llu}", i ? ", " : "", (i + 1) * SEG, SEG);
+    fprintf(f, ", {\"action\": \"segment_alloc\", \"addr\": %llu, \"size\": %llu}", churn, SEG);
+    fprintf(f, ", {\"action\": \"segment_free\", \"addr\": %llu, \"size\": %llu}", churn, SEG);
+  }
+  fputs("]]}", f);
+  CHECK(fclose(f) == 0);
+  char *doc = NULL;
+  CHECK_OK(tcuda_viz_file(path, NULL, &doc));
+  if (doc) {
+    CHECK(strlen(doc) < 5000000);
+    CHECK(strstr(doc, "\"seglife_total\":200000,") != NULL);
+    CHECK(strstr(doc, "\"segments_total\":100000,\"blocks_total\":100000,") != NULL);
+    size_t n = 0;
+    for (const char *p = strstr(doc, "\"seglife\":["); p && *p != ']'; p++) n += *p == ',';
+    CHECK_EQ_INT(n + 1, 25000 * 6); /* six fields each */
+  }
+  tcuda_string_free(doc);
+  unlink(path);
+}
+
+TC_MAIN(T(extremes_survive), T(bad_input), T(caps))
