@@ -232,6 +232,7 @@ int cmd_viz(int argc, char **argv) {
   tcuda_string_free(doc);
   int bad = out ? tc_outfile_commit(&of) != 0 : (fflush(o) != 0 || ferror(o));
   if (bad) return fail("writing '%s' failed: %s", out ? out : "stdout", strerror(errno));
-  if (out) fprintf(stderr, "tcuda viz: wrote %s (from a %s snapshot of %zu bytes; %zu bytes of data)\n", out, format, n, size);
+  if (out)
+    fprintf(stderr, "tcuda viz: wrote %s (from a %s snapshot of %zu bytes; %zu bytes of data)\n", out, format, n, size);
   return 0;
 }

@@ -16,8 +16,8 @@
 #include <string.h>
 
 #define NEVER INT64_MAX
-#define MAX_FRAMES 16         /* per stack shown */
-#define FRAME_TEXT 200        /* bytes per name or file name */
+#define MAX_FRAMES 16            /* per stack shown */
+#define FRAME_TEXT 200           /* bytes per name or file name */
 #define FRAMES_BUDGET (1u << 20) /* bytes of stack text in the whole document */
 /* the other lists' caps, so that no snapshot makes a page of more than a
  * few MB: far above what real ones hold */
@@ -55,7 +55,11 @@ static int umap_grow(umap *m) {
   size_t cap = m->cap ? m->cap * 2 : 1024;
   uint64_t *k = malloc(cap * sizeof *k);
   uint32_t *v = malloc(cap * sizeof *v);
-  if (!k || !v) { free(k); free(v); return 0; }
+  if (!k || !v) {
+    free(k);
+    free(v);
+    return 0;
+  }
   memset(v, 0xff, cap * sizeof *v);
   for (size_t i = 0; i < m->cap; i++) {
     if (m->val[i] == UINT32_MAX) continue;
@@ -102,7 +106,10 @@ static void umap_del(umap *m, uint64_t key) {
     }
   }
 }
-static void umap_free(umap *m) { free(m->key); free(m->val); }
+static void umap_free(umap *m) {
+  free(m->key);
+  free(m->val);
+}
 
 typedef struct {
   const char *F;
@@ -111,8 +118,8 @@ typedef struct {
   size_t na, capa;
   vseg *s;
   size_t ns, caps;
-  umap frames_map;        /* frames list pointer -> index into the frames table */
-  tc_sbuf frames;         /* the table's JSON items */
+  umap frames_map; /* frames list pointer -> index into the frames table */
+  tc_sbuf frames;  /* the table's JSON items */
   size_t num_frames;
   int frames_full;
 } vctx;
@@ -124,13 +131,18 @@ static void progress(const vctx *c, const char *stage, uint64_t done, uint64_t t
 static tcuda_status not_snap(const vctx *c, const char *what) {
   return tc_error(TCUDA_ERROR_PARSE, "%s: not a memory snapshot: %s", c->F, what);
 }
-static tcuda_status oom(const vctx *c) { return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", c->F); }
+static tcuda_status oom(const vctx *c) {
+  return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", c->F);
+}
 
 /* a number where one belongs: int, or a float with no fraction in range */
 static int num_u64(const tc_pv *v, uint64_t *out) {
   int64_t i;
   double d;
-  if (v && v->kind == TC_PV_INT && tc_pv_as_int(v, &i)) { *out = (uint64_t)i; return 1; }
+  if (v && v->kind == TC_PV_INT && tc_pv_as_int(v, &i)) {
+    *out = (uint64_t)i;
+    return 1;
+  }
   if (v && v->kind == TC_PV_FLOAT && tc_pv_as_double(v, &d) && d == d && d >= -9.2e18 && d <= 1.8e19) {
     *out = d < 0 ? (uint64_t)(int64_t)d : (uint64_t)d;
     return 1;
@@ -206,7 +218,10 @@ static int64_t frames_index(vctx *c, const tc_pv *fr) {
     if (tc_pv_as_int(tc_pv_get(items[i], "line"), &line) && line) tc_sbuf_printf(&t, ":%lld", (long long)line);
   }
   if (n > MAX_FRAMES) tc_sbuf_printf(&t, "\n  ... %zu more", n - MAX_FRAMES);
-  if (t.failed) { tc_sbuf_free(&t); return -1; }
+  if (t.failed) {
+    tc_sbuf_free(&t);
+    return -1;
+  }
   if (c->frames.len + t.len > FRAMES_BUDGET) {
     c->frames_full = 1;
     tc_sbuf_free(&t);
@@ -215,12 +230,16 @@ static int64_t frames_index(vctx *c, const tc_pv *fr) {
   if (c->num_frames) tc_sbuf_puts(&c->frames, ",");
   tc_json_str(&c->frames, t.p ? t.p : "");
   tc_sbuf_free(&t);
-  if (!umap_put(&c->frames_map, (uint64_t)(uintptr_t)fr, (uint32_t)c->num_frames)) { c->frames.failed = 1; return -1; }
+  if (!umap_put(&c->frames_map, (uint64_t)(uintptr_t)fr, (uint32_t)c->num_frames)) {
+    c->frames.failed = 1;
+    return -1;
+  }
   return (int64_t)c->num_frames++;
 }
 
-static const char *const ACTIONS[] = {"alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
-                                      "segment_map", "segment_unmap", "snapshot", "oom"};
+static const char *const ACTIONS[] = {"alloc",         "free_requested", "free_completed",
+                                      "segment_alloc", "segment_free",   "segment_map",
+                                      "segment_unmap", "snapshot",       "oom"};
 enum { A_ALLOC, A_FREQ, A_FREE, A_SEG_ALLOC, A_SEG_FREE, A_SEG_MAP, A_SEG_UNMAP, A_SNAP, A_OOM, A_NUM };
 
 /* The snapshot's shape, as the page checked it before: numbers must be
@@ -308,7 +327,8 @@ static int truthy(const tc_pv *v) {
   if (!v) return 0;
   switch (v->kind) {
   case TC_PV_NONE: return 0;
-  case TC_PV_BOOL: case TC_PV_INT: return v->u.i != 0;
+  case TC_PV_BOOL:
+  case TC_PV_INT: return v->u.i != 0;
   case TC_PV_FLOAT: return v->u.f != 0;
   default: return v->n != 0;
   }
@@ -346,7 +366,11 @@ static void put_settings(tc_sbuf *b, const tc_pv *st) {
 
 /* kept first: the most area on the chart (bytes times steps alive), then
  * the larger */
-typedef struct { double area; uint64_t size; uint32_t i; } keyrec;
+typedef struct {
+  double area;
+  uint64_t size;
+  uint32_t i;
+} keyrec;
 static int cmp_keep(const void *x, const void *y) {
   const keyrec *p = x, *q = y;
   if (p->area != q->area) return p->area > q->area ? -1 : 1;
@@ -395,7 +419,10 @@ static tcuda_status build(vctx *c, const tc_pv *root, tc_sbuf *b) {
     tc_pv *const *ev;
     int found = 0;
     for (size_t d = 0; d < ntr && !found; d++)
-      if (tc_pv_as_seq(traces[d], &ev, &n) && n) { dev = (int64_t)d; found = 1; }
+      if (tc_pv_as_seq(traces[d], &ev, &n) && n) {
+        dev = (int64_t)d;
+        found = 1;
+      }
     if (!found && nsegs) dev = (int64_t)getu(segs[0], "device");
   }
   tc_pv *const *ev = NULL;
@@ -451,8 +478,7 @@ static tcuda_status build(vctx *c, const tc_pv *root, tc_sbuf *b) {
         s = oom(c);
       }
       break;
-    default:
-      break;
+    default: break;
     }
   }
   progress(c, "trace", nev, nev);
@@ -491,8 +517,8 @@ static tcuda_status build(vctx *c, const tc_pv *root, tc_sbuf *b) {
       uint64_t ba = tc_pv_get(bl[j], "address") ? getu(bl[j], "address") : a, sz = getu(bl[j], "size");
       if (!tc_pv_is_str(tc_pv_get(bl[j], "state"), "inactive") && umap_get(&live, ba) == UINT32_MAX) {
         uint64_t rq = getu(bl[j], "requested_size");
-        if (!push_alloc(c, (valc){ba, rq ? rq : sz, (int64_t)getu(g, "stream"), 0, NEVER, -1,
-                                    tc_pv_get(bl[j], "frames"), 0}))
+        if (!push_alloc(
+                c, (valc){ba, rq ? rq : sz, (int64_t)getu(g, "stream"), 0, NEVER, -1, tc_pv_get(bl[j], "frames"), 0}))
           s = oom(c);
       }
       a += sz;
@@ -527,7 +553,10 @@ static tcuda_status build(vctx *c, const tc_pv *root, tc_sbuf *b) {
       run = (int64_t)urun;
       if (run < bmin) bmin = run;
       if (run > bmax) bmax = run;
-      if (run > peak) { peak = run; peak_step = i; }
+      if (run > peak) {
+        peak = run;
+        peak_step = i;
+      }
     }
     tc_sbuf_printf(&mn, "%s%lld", k ? "," : "", (long long)bmin);
     tc_sbuf_printf(&mx, "%s%lld", k ? "," : "", (long long)bmax);
@@ -536,7 +565,8 @@ static tcuda_status build(vctx *c, const tc_pv *root, tc_sbuf *b) {
 
   tc_sbuf_printf(b, "{\"format\":\"tcuda-viz/1\",\"device\":%lld,\"devices\":%zu,\"entries\":%zu,\"counts\":{",
                  (long long)dev, ntr, nev);
-  for (int k = 0; k < A_NUM; k++) tc_sbuf_printf(b, "%s\"%s\":%llu", k ? "," : "", ACTIONS[k], (unsigned long long)counts[k]);
+  for (int k = 0; k < A_NUM; k++)
+    tc_sbuf_printf(b, "%s\"%s\":%llu", k ? "," : "", ACTIONS[k], (unsigned long long)counts[k]);
   tc_sbuf_printf(b, "},\"peak\":%lld,\"peak_step\":%zu,\"final\":%lld,\"series\":{\"steps\":%zu,\"lo\":[",
                  (long long)peak, peak_step, (long long)run, nsteps);
   tc_sbuf_put(b, lo.p ? lo.p : "", lo.len);
@@ -565,7 +595,7 @@ static tcuda_status build(vctx *c, const tc_pv *root, tc_sbuf *b) {
     for (size_t i = 0; i < c->na; i++) {
       const valc *a = &c->a[i];
       kr[i] = (keyrec){(double)a->size * (double)((a->end == NEVER ? (int64_t)nsteps : a->end) - a->start), a->size,
-                        (uint32_t)i};
+                       (uint32_t)i};
     }
     qsort(kr, c->na, sizeof *kr, cmp_keep);
     for (size_t i = 0; i < keep; i++) idx[i] = kr[i].i;
@@ -574,8 +604,10 @@ static tcuda_status build(vctx *c, const tc_pv *root, tc_sbuf *b) {
   } else {
     keep = c->na;
   }
-  tc_sbuf_printf(b, ",\"allocations\":%zu,\"alloc_fields\":[\"addr\",\"size\",\"stream\",\"start\",\"end\","
-                    "\"free_requested\",\"recorded\",\"frames\"],\"allocs\":[", c->na);
+  tc_sbuf_printf(b,
+                 ",\"allocations\":%zu,\"alloc_fields\":[\"addr\",\"size\",\"stream\",\"start\",\"end\","
+                 "\"free_requested\",\"recorded\",\"frames\"],\"allocs\":[",
+                 c->na);
   for (size_t j = 0; j < keep; j++) {
     const valc *a = &c->a[idx[j]];
     tc_sbuf_printf(b, "%s%llu,%llu,%lld,%lld,%lld,%lld,%d,%lld", j ? "," : "", (unsigned long long)a->addr,

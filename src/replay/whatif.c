@@ -62,7 +62,7 @@ typedef struct job {
   row *rows;
   size_t nrows;
   atomic_size_t next;
-  size_t done;          /* rows finished, under lock: progress is told one call at a time */
+  size_t done; /* rows finished, under lock: progress is told one call at a time */
   pthread_mutex_t lock;
 } job;
 

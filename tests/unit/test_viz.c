@@ -17,11 +17,12 @@ static int write_snapshot(const char *size_text) {
   if (fd < 0) return 0;
   FILE *f = fdopen(fd, "w");
   if (!f) return 0;
-  fprintf(f, "{\"segments\": [{\"device\": 0, \"address\": 4096, \"total_size\": 2097152, \"stream\": 0,"
-             " \"segment_type\": \"large\", \"blocks\": [{\"address\": 4096, \"size\": %s, \"requested_size\": 100,"
-             " \"state\": \"active_allocated\"}, {\"size\": 2096640, \"state\": \"inactive\"}]}],"
-             " \"device_traces\": [[{\"action\": \"segment_alloc\", \"addr\": 4096, \"size\": 2097152, \"stream\": 0},"
-             " {\"action\": \"alloc\", \"addr\": 4096, \"size\": 100, \"stream\": 0}",
+  fprintf(f,
+          "{\"segments\": [{\"device\": 0, \"address\": 4096, \"total_size\": 2097152, \"stream\": 0,"
+          " \"segment_type\": \"large\", \"blocks\": [{\"address\": 4096, \"size\": %s, \"requested_size\": 100,"
+          " \"state\": \"active_allocated\"}, {\"size\": 2096640, \"state\": \"inactive\"}]}],"
+          " \"device_traces\": [[{\"action\": \"segment_alloc\", \"addr\": 4096, \"size\": 2097152, \"stream\": 0},"
+          " {\"action\": \"alloc\", \"addr\": 4096, \"size\": 100, \"stream\": 0}",
           size_text);
   for (int i = 0; i < 500; i++) {
     unsigned long long s = i == 250 ? SPIKE : 10;
@@ -116,8 +117,10 @@ static void caps(void) {
   const unsigned long long SEG = 2 << 20;
   fputs("{\"segments\": [", f);
   for (int i = 0; i < N; i++)
-    fprintf(f, "%s{\"device\": 0, \"address\": %llu, \"total_size\": %llu, \"stream\": 0, \"blocks\":"
-               " [{\"size\": %llu, \"state\": \"inactive\"}]}", i ? ", " : "", (i + 1) * SEG, SEG, SEG);
+    fprintf(f,
+            "%s{\"device\": 0, \"address\": %llu, \"total_size\": %llu, \"stream\": 0, \"blocks\":"
+            " [{\"size\": %llu, \"state\": \"inactive\"}]}",
+            i ? ", " : "", (i + 1) * SEG, SEG, SEG);
   fputs("], \"device_traces\": [[", f);
   for (int i = 0; i < N; i++) {
     unsigned long long churn = (unsigned long long)(N + 1 + i) * SEG;
