@@ -11,7 +11,8 @@
  * (HOP_F_EMPTY_BEFORE) for every later replay of the history.
  *
  * record_stream frees are replayed with events that complete exactly where
- * torch's free_completed entries were. */
+ * torch's free_completed entries were, in their order (each waits on the
+ * stream tc_tsnap_event_streams gives its slot). */
 #include "backend_wrap.h"
 #include "core/core.h"
 #include "core/table.h"
@@ -54,6 +55,7 @@ typedef struct hr {
   uint64_t *addr;          /* slot -> current address (0: none) */
   unsigned char *done;     /* slot -> its free_completed was passed */
   uint32_t cur_slot;       /* the slot whose free records an event now */
+  uint64_t *ev_stream;     /* slot -> the stream its record_stream free waits on */
   /* exact mode: torch's segment placements, in order */
   range *segs, *maps;
   size_t nsegs, nmaps, seg_pos, map_pos;
@@ -346,7 +348,7 @@ static tcuda_status seed(hr *r) {
     const tc_tsblock *b = &h->blocks[k];
     if (!b->pending || b->slot == HOP_NO_SLOT || !r->addr[b->slot]) continue;
     r->cur_slot = b->slot;
-    s = tc_alloc_record_stream(r->a, r->addr[b->slot], h->marker_stream);
+    s = tc_alloc_record_stream(r->a, r->addr[b->slot], r->ev_stream[b->slot]);
     if (!s) s = tc_alloc_free(r->a, r->addr[b->slot]);
     r->addr[b->slot] = 0;
   }
@@ -531,7 +533,7 @@ static tcuda_status run_ops(hr *r, tc_tsrun_result *res, const tc_alloc_config *
     case HOP_FREE_REQ:
       if (op->slot < h->num_slots && r->addr[op->slot]) {
         r->cur_slot = op->slot;
-        s = tc_alloc_record_stream(r->a, r->addr[op->slot], h->marker_stream);
+        s = tc_alloc_record_stream(r->a, r->addr[op->slot], r->ev_stream[op->slot]);
         if (!s) s = tc_alloc_free(r->a, r->addr[op->slot]);
         r->addr[op->slot] = 0;
       }
@@ -591,6 +593,7 @@ tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *o,
     r.pool_made = calloc(h->num_pools ? h->num_pools : 1, 1);
     if (!r.addr || !r.done || !r.routes || !r.pool_made) s = oom(func);
   }
+  if (!s) s = tc_tsnap_event_streams(func, h, &r.ev_stream);
   if (!s) {
     tc_bwrap_init(&r.be, r.sim, &w_hooks, &r);
     s = tc_alloc_create(0, &r.be.be, cfg, cap, &r.a);
@@ -634,6 +637,7 @@ tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *o,
   if (r.sim) tc_backend_sim_destroy(r.sim);
   free(r.addr);
   free(r.done);
+  free(r.ev_stream);
   free(r.routes);
   free(r.pool_made);
   free(r.segs);

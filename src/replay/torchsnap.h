@@ -92,8 +92,6 @@ typedef struct tc_tsnap {
   char where[320];         /* what messages about it start with: "FUNC: PATH" (FUNC for a buffer) */
   tc_pv_budget budget;     /* the work it may cost (pyval.h): spent by the reader and the
                               conversion, then by what is rendered from it (frames, output) */
-  uint64_t marker_stream;  /* the stream the replay's deferred frees wait on: a value that no
-                              entry or segment of the file names, so none can be taken for it */
 } tc_tsnap;
 
 /* What one snapshot may cost (a hostile file must cost no more than its
@@ -127,6 +125,10 @@ tcuda_status tc_tsnap_frames_json(tc_tsnap *h, size_t req, tc_sbuf *b);
 tcuda_status tc_tsnap_request_library(tc_tsnap *h, size_t req, int *lib);
 /* Spends n units from h->budget for `what`: its error names the file. */
 tcuda_status tc_tsnap_spend(tc_tsnap *h, const char *what, uint64_t n);
+/* The stream each slot's record_stream free waits on in a replay (*out:
+ * num_slots values, the caller frees it): values h never names, ascending
+ * in torch's free_completed order (torchsnap.c says why). */
+tcuda_status tc_tsnap_event_streams(const char *func, const tc_tsnap *h, uint64_t **out);
 
 /* ---- snapreplay.c ---- */
 
