@@ -78,7 +78,7 @@ tcuda_status tc_alloc_block_info(tc_alloc *a, uint64_t addr, uint64_t *block_add
 /* PyTorch's round_size() under a config (512-rounding or power-2 divisions). */
 uint64_t tc_alloc_round_size(const tc_alloc_config *cfg, uint64_t size);
 /* PyTorch's get_allocation_size(): the segment size for a rounded size. */
-uint64_t tc_alloc_segment_size(uint64_t rounded);
+uint64_t tc_alloc_segment_size(const tc_alloc_config *cfg, uint64_t rounded);
 
 /* Replace the live config (torch's settings are global and read per call).
  * The max_split_size stat keeps the value from creation, as in torch. */

@@ -63,9 +63,10 @@ static inline tcuda_status tc_compact_before_map(tc_alloc *a, const tc_pool *poo
 }
 
 /* The page size of a reservation made now: torch's 2 MiB in the small pool
- * and 20 MiB in the large one; compact's pages are 2 MiB in both. */
+ * and large_segment_size (20 MiB) in the large one; compact's pages are
+ * 2 MiB in both. */
 static inline uint64_t tc_compact_page(const tc_alloc *a, const tc_pool *pool) {
-  return pool->is_small || a->compact.on ? TC_SMALL_BUFFER : TC_LARGE_BUFFER;
+  return pool->is_small || a->compact.on ? TC_SMALL_BUFFER : a->cfg.large_segment_size;
 }
 
 void tc_compact_mapped(tc_alloc *a, const tc_pool *pool, uint64_t size, int r, tc_block *b);

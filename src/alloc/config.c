@@ -29,6 +29,7 @@ const size_t tc_alloc_config_nkeys = sizeof tc_alloc_config_keys / sizeof *tc_al
 
 void tc_alloc_config_default(tc_alloc_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
+  cfg->large_segment_size = TC_LARGE_BUFFER;
   cfg->max_split_size = UINT64_MAX;
   cfg->max_non_split_rounding_size = TC_LARGE_BUFFER;
   cfg->per_process_memory_fraction = 1.0;
@@ -109,14 +110,17 @@ static tcuda_status parse_bool(const char *src, const tokens *t, size_t *i, cons
   return TCUDA_SUCCESS;
 }
 
-/* max_split_size_mb / max_non_split_rounding_mb: MB >= 20 (torch's kLargeBuffer/MB). */
-static tcuda_status parse_mb(const char *src, const tokens *t, size_t *i, const char *key, uint64_t *out) {
+/* A size in MB: max_split_size_mb and max_non_split_rounding_mb (their
+ * least value is large_segment_size_mb's, checked once the whole string is
+ * read, as torch does), large_segment_size_mb (more than 10). */
+static tcuda_status parse_mb(const char *src, const tokens *t, size_t *i, const char *key, uint64_t least,
+                             uint64_t shown, uint64_t *out) {
   tcuda_status s = value_at(src, t, i, key);
   if (s) return s;
   uint64_t mb;
-  if (!parse_u64(t->tok[*i], &mb) || mb < TC_LARGE_BUFFER / MIB)
+  if (!parse_u64(t->tok[*i], &mb) || mb < least)
     return tc_error(TCUDA_ERROR_CONFIG, "%s: %s: expected a number >= %llu, got '%s'", src, key,
-                    (unsigned long long)(TC_LARGE_BUFFER / MIB), t->tok[*i]);
+                    (unsigned long long)shown, t->tok[*i]);
   if (mb > UINT64_MAX / MIB) mb = UINT64_MAX / MIB; /* torch clamps likewise */
   *out = mb * MIB;
   return TCUDA_SUCCESS;
@@ -194,7 +198,9 @@ static tcuda_status parse_value(const char *src, const tokens *t, size_t *i, con
   tcuda_status s;
   switch (d->kind) {
   case TC_KEY_MB:
-    return parse_mb(src, t, i, key, (uint64_t *)field);
+    return parse_mb(src, t, i, key, 0, cfg->large_segment_size / MIB, (uint64_t *)field);
+  case TC_KEY_SEGMENT_MB:
+    return parse_mb(src, t, i, key, TC_MIN_LARGE_ALLOC / MIB + 1, TC_MIN_LARGE_ALLOC / MIB + 1, (uint64_t *)field);
   case TC_KEY_FRACTION: {
     double v = 0;
     if ((s = value_at(src, t, i, key))) return s;
@@ -257,9 +263,11 @@ static tcuda_status parse_into(const char *src, const char *conf, tc_alloc_confi
   tokens *t = (tokens *)malloc(sizeof *t);
   if (!t) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", src);
   tcuda_status s = lex(src, conf, t);
+  int rounding_given = 0;
   for (size_t i = 0; !s && i < t->n; i++) {
     const char *key = t->tok[i];
     const tc_config_key *d = find_key(key);
+    if (d) rounding_given |= d->field == TC_KEY_FIELD(max_non_split_rounding_size);
     if (d)
       s = parse_value(src, t, &i, key, d, cfg);
     else if (!strcmp(key, ",") || !strcmp(key, ":") || !strcmp(key, "[") || !strcmp(key, "]"))
@@ -274,7 +282,18 @@ static tcuda_status parse_into(const char *src, const char *conf, tc_alloc_confi
     }
   }
   free(t);
-  return s;
+  if (s) return s;
+  /* torch 2.11: both bounds are large_segment_size_mb, whatever the keys'
+   * order, and rounding not given follows it */
+  uint64_t seg = cfg->large_segment_size;
+  if (!rounding_given) cfg->max_non_split_rounding_size = seg;
+  if (cfg->max_split_size != UINT64_MAX && cfg->max_split_size < seg)
+    return tc_error(TCUDA_ERROR_CONFIG, "%s: max_split_size_mb: expected a number >= %llu, got '%llu'", src,
+                    (unsigned long long)(seg / MIB), (unsigned long long)(cfg->max_split_size / MIB));
+  if (cfg->max_non_split_rounding_size < seg)
+    return tc_error(TCUDA_ERROR_CONFIG, "%s: max_non_split_rounding_mb: expected a number >= %llu, got '%llu'", src,
+                    (unsigned long long)(seg / MIB), (unsigned long long)(cfg->max_non_split_rounding_size / MIB));
+  return TCUDA_SUCCESS;
 }
 
 tcuda_status tc_alloc_config_parse_named(const char *source, const char *conf, tc_alloc_config *cfg) {
@@ -297,8 +316,9 @@ tcuda_status tc_alloc_config_parse(const char *conf, tc_alloc_config *cfg) {
 tcuda_status tc_alloc_config_update(const char *source, const char *conf, tc_alloc_config *cfg) {
   TC_CHECK_ARG("tc_alloc_config_update", cfg != NULL, "cfg");
   TC_CHECK_ARG("tc_alloc_config_update", conf != NULL, "conf");
-  /* torch's parseArgs resets these three before every parse; the other keys
-   * keep their earlier values. */
+  /* torch's parseArgs resets these before every parse (max_non_split_rounding
+   * to large_segment_size, in parse_into); the other keys keep their earlier
+   * values. */
   tc_alloc_config tmp = *cfg, def;
   tc_alloc_config_default(&def);
   tmp.max_split_size = def.max_split_size;
@@ -335,6 +355,9 @@ size_t tc_alloc_config_format(const tc_alloc_config *cfg, char *buf, size_t n) {
     if (d->kind == TC_KEY_MB) {
       uint64_t v = *(const uint64_t *)field;
       if (v != UINT64_MAX) PUT("%s%s:%llu", sep, d->key, (unsigned long long)(v / MIB));
+    } else if (d->kind == TC_KEY_SEGMENT_MB) {
+      uint64_t v = *(const uint64_t *)field;
+      if (v != TC_LARGE_BUFFER) PUT("%s%s:%llu", sep, d->key, (unsigned long long)(v / MIB));
     } else if (d->kind == TC_KEY_FRACTION) {
       double v = *(const double *)field;
       if (v > 0) PUT("%s%s:%.17g", sep, d->key, v);
@@ -381,6 +404,7 @@ int64_t tc_alloc_config_int(const tc_alloc_config *cfg, const tc_config_key *d, 
     uint64_t v = *(const uint64_t *)field;
     return v == UINT64_MAX ? -1 : (int64_t)v; /* torch's int64 of its SIZE_MAX */
   }
+  case TC_KEY_SEGMENT_MB: return (int64_t)*(const uint64_t *)field;
   case TC_KEY_BOOL: return *(const int *)field != 0;
   case TC_KEY_DIVISIONS: return slot >= 0 && slot < TC_ROUNDUP_SLOTS ? ((const unsigned *)field)[slot] : 0;
   case TC_KEY_POLICY:

@@ -22,8 +22,9 @@
 static inline unsigned tc_log2_floor(uint64_t v) { return 63u - (unsigned)__builtin_clzll(v); }
 
 typedef struct tc_alloc_config {
-  uint64_t max_split_size;               /* UINT64_MAX when unset */
-  uint64_t max_non_split_rounding_size;  /* default TC_LARGE_BUFFER */
+  uint64_t large_segment_size;           /* the segment of a 1-10 MiB request; default TC_LARGE_BUFFER */
+  uint64_t max_split_size;               /* UINT64_MAX when unset; >= large_segment_size */
+  uint64_t max_non_split_rounding_size;  /* default large_segment_size, and at least it */
   unsigned roundup_power2_divisions[TC_ROUNDUP_SLOTS]; /* 0 = plain 512 rounding */
   double garbage_collection_threshold;   /* 0 = off */
   double per_process_memory_fraction;    /* [0, 1]; 1 (the default): no limit */
@@ -53,10 +54,12 @@ typedef struct tc_alloc_config {
 #define TC_ALLOC_CONFIG_KEYS(X)                                                                                      \
   X("backend", NULL, BACKEND, TC_KEY_IGNORED, 0, NULL, "native",                                                     \
     "the allocator implementation; only torch's 'native' is accepted")                                               \
+  X("large_segment_size_mb", NULL, SEGMENT_MB, TC_KEY_FIELD(large_segment_size), 0, NULL, "64",                      \
+    "the segment a 1-10 MB request gets, and the large pool's expandable page (MB, > 10); default 20")              \
   X("max_split_size_mb", NULL, MB, TC_KEY_FIELD(max_split_size), 1, "max_split_size", "100",                         \
-    "cached blocks this large (MB, >= 20) are never split nor given to smaller requests; unset: no limit")           \
+    "cached blocks this large (MB, >= large_segment_size_mb) are never split nor given to smaller requests")        \
   X("max_non_split_rounding_mb", NULL, MB, TC_KEY_FIELD(max_non_split_rounding_size), 0, NULL, "40",                 \
-    "a request of max_split_size or more takes a cached block at most this much (MB, >= 20) larger")                 \
+    "a request of max_split_size or more takes a cached block at most this much (MB, >= large_segment_size_mb) larger") \
   X("roundup_power2_divisions", NULL, DIVISIONS, TC_KEY_FIELD(roundup_power2_divisions), 8,                          \
     "roundup_power2_divisions", "[256:4,>:1]",                                                                       \
     "round requests up to one of N steps of their power-of-2 interval: N, or [MB:N,...,>:N]")                        \
@@ -90,7 +93,8 @@ typedef struct tc_alloc_config {
 
 typedef enum tc_config_kind {
   TC_KEY_BACKEND,   /* "native" */
-  TC_KEY_MB,        /* uint64_t bytes, written in MB (>= 20); UINT64_MAX: unset */
+  TC_KEY_MB,        /* uint64_t bytes, written in MB (>= large_segment_size); UINT64_MAX: unset */
+  TC_KEY_SEGMENT_MB, /* uint64_t bytes, written in MB (> 10) when not the default 20 */
   TC_KEY_DIVISIONS, /* unsigned[TC_ROUNDUP_SLOTS]; all 0: off */
   TC_KEY_FRACTION,  /* double in (0, 1); 0: off */
   TC_KEY_UNIT,      /* double in [0, 1]; default 1 */

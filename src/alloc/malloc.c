@@ -49,9 +49,9 @@ static inline uint64_t round_size(const tc_alloc_config *cfg, uint64_t size) {
 
 uint64_t tc_alloc_round_size(const tc_alloc_config *cfg, uint64_t size) { return round_size(cfg, size); }
 
-uint64_t tc_alloc_segment_size(uint64_t size) {
+uint64_t tc_alloc_segment_size(const tc_alloc_config *cfg, uint64_t size) {
   if (size <= TC_SMALL_SIZE) return TC_SMALL_BUFFER;
-  if (size < TC_MIN_LARGE_ALLOC) return TC_LARGE_BUFFER;
+  if (size < TC_MIN_LARGE_ALLOC) return cfg->large_segment_size;
   return TC_ROUND_LARGE * ((size + TC_ROUND_LARGE - 1) / TC_ROUND_LARGE);
 }
 
@@ -158,7 +158,7 @@ static tcuda_status garbage_collect(tc_alloc *a) {
 /* Returns 1 found, 0 device OOM, -1 error (*err). */
 static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) {
   if (is_retry) a->st.num_alloc_retries++;
-  uint64_t size = tc_alloc_segment_size(p->size); /* only on a miss: not in params_init */
+  uint64_t size = tc_alloc_segment_size(&a->cfg, p->size); /* only on a miss: not in params_init */
   tcuda_status s = tc_compact_before_map(a, p->pool, p->size, &size);
   if (s) return *err = s, -1;
   if (a->has_allowed && a->total_allocated + size > a->allowed_max) {
@@ -318,7 +318,7 @@ static tcuda_status oom(tc_alloc *a, const params *p) {
   TRACE(a, TC_TRACE_OOM, dfree, p->size, p->stream);
   a->st.num_ooms++;
   char tried[32], total[32], freeb[32], allowed[48] = "", alloc[32], unalloc[32];
-  format_size(tried, sizeof tried, tc_alloc_segment_size(p->size));
+  format_size(tried, sizeof tried, tc_alloc_segment_size(&a->cfg, p->size));
   format_size(total, sizeof total, dtotal);
   format_size(freeb, sizeof freeb, dfree);
   if (a->has_allowed) {

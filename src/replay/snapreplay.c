@@ -285,7 +285,7 @@ static tcuda_status seed(hr *r) {
     const tc_alloc_config *cfg = r->o->cfg ? r->o->cfg : &h->cfg;
     uint64_t req = sg->small ? TC_SMALL_SIZE : sg->size;
     /* the segment can be remade only if one request of its pool makes exactly it */
-    int remake = r->o->exact && !sg->expandable && tc_alloc_segment_size(tc_alloc_round_size(cfg, req)) == sg->size &&
+    int remake = r->o->exact && !sg->expandable && tc_alloc_segment_size(cfg, tc_alloc_round_size(cfg, req)) == sg->size &&
                  (!sg->small || sg->size == TC_SMALL_BUFFER);
     if (remake && tc_backend_sim_place_next(r->sim, sg->addr, sg->size)) remake = 0;
     if (!remake) r->diverged += r->o->exact != 0;
@@ -391,7 +391,7 @@ static int policy_may_free(hr *r, const tc_tsop *op, const tc_alloc_config *cfg,
   if (op->kind != HOP_OOM && !r->seg_alloc_since_free) return 0;
   tcuda_memory_stats_t st;
   tc_alloc_get_stats(r->a, &st);
-  uint64_t need = tc_alloc_segment_size(tc_alloc_round_size(cfg, op->size));
+  uint64_t need = tc_alloc_segment_size(cfg, tc_alloc_round_size(cfg, op->size));
   uint64_t reserved = (uint64_t)st.reserved_bytes[TCUDA_STAT_ALL].current;
   if (allowed && (cfg->garbage_collection_threshold > 0 || reserved + need > allowed)) return 1;
   uint64_t cap = r->o->capacity ? r->o->capacity : TC_H200_CAPACITY;

@@ -171,12 +171,74 @@ static void test_bad_values(void) {
   bad("pinned_num_register_threads:3", "pinned_num_register_threads");
   bad("pinned_use_cuda_host_register:on", "pinned_use_cuda_host_register");
   bad("foo:1", "unknown key 'foo'");
-  bad("large_segment_size_mb:40", "unknown key 'large_segment_size_mb'");
+  bad("large_segment_size_mb:10", "large_segment_size_mb: expected a number >= 11, got '10'");
+  bad("large_segment_size_mb:64,max_split_size_mb:40", "max_split_size_mb: expected a number >= 64, got '40'");
   bad(",expandable_segments:True", "expected a key, got ','");
   bad("expandable_segments:True:False", "expandable_segments: expected ',' after the value, got ':'");
   bad("expandable_segments:True max_split_size_mb:100", "expandable_segments");
   /* The good key before the bad one is not applied either. */
   bad("max_split_size_mb:100,foo:1", "unknown key 'foo'");
+}
+
+/* large_segment_size_mb against torch 2.11's own parser: each row is what
+ * c10's AcceleratorAllocatorConfig::parseArgs gave for the string (a fresh
+ * process per row, read back through its large_segment_size,
+ * max_split_size and max_non_split_rounding_size getters; 0: no limit), or
+ * the bound its error named. */
+static void test_large_segment(void) {
+  static const struct {
+    const char *conf;
+    uint64_t seg, split, rounding; /* MiB */
+    unsigned bound;                /* nonzero: refused, naming this least value */
+  } rows[] = {
+      {"", 20, 0, 20, 0},
+      {"large_segment_size_mb:12", 12, 0, 12, 0},
+      {"large_segment_size_mb:11", 11, 0, 11, 0},
+      {"large_segment_size_mb:4096", 4096, 0, 4096, 0},
+      {"large_segment_size_mb:10", 0, 0, 0, 11},
+      {"large_segment_size_mb:0", 0, 0, 0, 11},
+      {"large_segment_size_mb:12,max_split_size_mb:12", 12, 12, 12, 0},
+      {"large_segment_size_mb:12,max_split_size_mb:11", 0, 0, 0, 12},
+      {"large_segment_size_mb:12,max_non_split_rounding_mb:15", 12, 0, 15, 0},
+      {"large_segment_size_mb:64,max_split_size_mb:40", 0, 0, 0, 64},
+      {"max_split_size_mb:40,large_segment_size_mb:64", 0, 0, 0, 64}, /* order does not matter */
+      {"max_non_split_rounding_mb:25,large_segment_size_mb:30", 0, 0, 0, 30},
+      {"max_split_size_mb:19", 0, 0, 0, 20},
+      {"max_non_split_rounding_mb:19", 0, 0, 0, 20},
+  };
+  for (size_t k = 0; k < sizeof rows / sizeof *rows; k++) {
+    tc_alloc_config c;
+    tcuda_status s = tc_alloc_config_parse(rows[k].conf, &c);
+    if (rows[k].bound) {
+      char want[32];
+      snprintf(want, sizeof want, ">= %u, got", rows[k].bound);
+      CHECK_EQ_INT(s, TCUDA_ERROR_CONFIG);
+      if (!strstr(tcuda_last_error(), want)) {
+        fprintf(stderr, "conf '%s': '%s', wanted '%s'\n", rows[k].conf, tcuda_last_error(), want);
+        tc_failures++;
+      }
+      continue;
+    }
+    CHECK_OK(s);
+    CHECK_EQ_INT(c.large_segment_size, rows[k].seg * MiB);
+    CHECK_EQ_INT(c.max_split_size, rows[k].split ? rows[k].split * MiB : UINT64_MAX);
+    CHECK_EQ_INT(c.max_non_split_rounding_size, rows[k].rounding * MiB);
+  }
+  /* The runtime route, as torch's repeated parseArgs: large_segment_size_mb
+   * stays, max_non_split_rounding_mb goes back to it when not given. */
+  tc_alloc_config c;
+  CHECK_OK(tc_alloc_config_parse("large_segment_size_mb:12,max_non_split_rounding_mb:15", &c));
+  CHECK_OK(tc_alloc_config_update("tcuda_allocator_set_config", "max_split_size_mb:19", &c));
+  CHECK_EQ_INT(c.large_segment_size, 12 * MiB);
+  CHECK_EQ_INT(c.max_split_size, 19 * MiB);
+  CHECK_EQ_INT(c.max_non_split_rounding_size, 12 * MiB);
+  CHECK_OK(tc_alloc_config_parse("max_non_split_rounding_mb:40", &c));
+  CHECK_OK(tc_alloc_config_update("tcuda_allocator_set_config", "max_split_size_mb:30", &c));
+  CHECK_EQ_INT(c.max_non_split_rounding_size, 20 * MiB);
+  CHECK_OK(tc_alloc_config_update("tcuda_allocator_set_config", "large_segment_size_mb:30", &c));
+  CHECK_EQ_INT(tc_alloc_config_update("tcuda_allocator_set_config", "max_non_split_rounding_mb:25", &c),
+               TCUDA_ERROR_CONFIG);
+  CHECK_EQ_INT(c.large_segment_size, 30 * MiB); /* a refused update changes nothing */
 }
 
 static void test_update_route(void) {
@@ -303,6 +365,6 @@ static void test_keys_documented(void) {
   }
 }
 
-TC_MAIN(T(test_defaults), T(test_each_key), T(test_roundup_forms), T(test_bad_values), T(test_update_route),
+TC_MAIN(T(test_defaults), T(test_each_key), T(test_roundup_forms), T(test_bad_values), T(test_large_segment), T(test_update_route),
         T(test_env), T(test_key_table_round_trip),
         T(test_keys_documented))

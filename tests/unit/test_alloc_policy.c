@@ -29,12 +29,18 @@ static void test_round_size(void) {
   CHECK_EQ_INT(tc_alloc_round_size(&c, 300 * MiB), 320 * MiB);
   CHECK_EQ_INT(tc_alloc_round_size(&c, 600 * MiB + 1), 600 * MiB + 512);
 
-  CHECK_EQ_INT(tc_alloc_segment_size(512), 2 * MiB);
-  CHECK_EQ_INT(tc_alloc_segment_size(MiB), 2 * MiB);
-  CHECK_EQ_INT(tc_alloc_segment_size(MiB + 512), 20 * MiB);
-  CHECK_EQ_INT(tc_alloc_segment_size(10 * MiB - 512), 20 * MiB);
-  CHECK_EQ_INT(tc_alloc_segment_size(10 * MiB), 10 * MiB);
-  CHECK_EQ_INT(tc_alloc_segment_size(10 * MiB + 512), 12 * MiB);
+  CHECK_EQ_INT(tc_alloc_segment_size(&c, 512), 2 * MiB);
+  CHECK_EQ_INT(tc_alloc_segment_size(&c, MiB), 2 * MiB);
+  CHECK_EQ_INT(tc_alloc_segment_size(&c, MiB + 512), 20 * MiB);
+  CHECK_EQ_INT(tc_alloc_segment_size(&c, 10 * MiB - 512), 20 * MiB);
+  CHECK_EQ_INT(tc_alloc_segment_size(&c, 10 * MiB), 10 * MiB);
+  CHECK_EQ_INT(tc_alloc_segment_size(&c, 10 * MiB + 512), 12 * MiB);
+  /* large_segment_size_mb moves only the 1-10 MiB step */
+  CHECK_OK(tc_alloc_config_parse("large_segment_size_mb:12", &c));
+  CHECK_EQ_INT(tc_alloc_segment_size(&c, MiB), 2 * MiB);
+  CHECK_EQ_INT(tc_alloc_segment_size(&c, MiB + 512), 12 * MiB);
+  CHECK_EQ_INT(tc_alloc_segment_size(&c, 10 * MiB - 512), 12 * MiB);
+  CHECK_EQ_INT(tc_alloc_segment_size(&c, 10 * MiB), 10 * MiB);
 }
 
 /* One allocation on a fresh allocator per row: pool, segment size, split. */
