@@ -517,9 +517,9 @@ static tcuda_status document(const char *F, tc_tsnap *h, const docctx *dc, const
   tc_sbuf_puts(&b, ", \"recorded_config\": ");
   tc_json_str(&b, h->conf_text);
   tc_sbuf_printf(&b, ", \"recorded_ooms\": %zu, \"adaptive_ooms\": %zu, \"inferred_empty_cache\": %zu, "
-                     "\"replay_diverged\": %zu, \"private_pools\": %s, \"duration_ms\": %.3f},\n \"configs\": [",
+                     "\"replay_diverged\": %zu, \"private_pools\": %s, \"min_limit_lower_bound\": %s, \"duration_ms\": %.3f},\n \"configs\": [",
                  h->recorded_ooms, h->adaptive_ooms, exact->inferred_empty, exact->diverged,
-                 h->has_private_pools ? "true" : "false",
+                 h->has_private_pools ? "true" : "false", h->recorded_ooms > h->adaptive_ooms ? "true" : "false",
                  h->t1_us > h->t0_us ? (double)(h->t1_us - h->t0_us) / 1000.0 : 0.0);
   for (size_t i = 0; i < n && !s; i++) {
     tc_sbuf_puts(&b, i ? ",\n  " : "\n  ");
@@ -597,6 +597,14 @@ static tcuda_status document(const char *F, tc_tsnap *h, const docctx *dc, const
   }
   NOTE("after a row's first OOM its figures describe the history going on as if that request had not been made: "
        "what the program did after an OOM is not in the history");
+  if (h->recorded_ooms > h->adaptive_ooms) {
+    size_t lost = h->recorded_ooms - h->adaptive_ooms;
+    snprintf(text, sizeof text,
+             "%zu of torch's OOMs %s not survived by a library: what the program would have allocated after %s is "
+             "not in the history, so each min_limit is a lower bound for the whole program",
+             lost, lost == 1 ? "was" : "were", lost == 1 ? "it" : "them");
+    NOTE(text);
+  }
   if (h->truncated)
     NOTE(dc->window_peak
              ? "the history's start was lost (torch's ring buffer was full): the state at its first entry was "
