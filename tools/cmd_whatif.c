@@ -316,11 +316,11 @@ static void put_advice(FILE *o, const jv *doc, const jv *row0, const char *key, 
     fprintf(o, "  min_limit %s (%llu bytes); peak reserved without a limit %s\n",
             human(u64(get(rec, "min_limit")), b1, sizeof b1), u64(get(rec, "min_limit")),
             human(u64(get(rec, "peak_reserved_no_limit")), b3, sizeof b3));
-    put_versus(o, rec, "min_limit", u64(get(row0, "min_limit")));
+    if (!(is_rec && is_rec->kind == 't')) put_versus(o, rec, "min_limit", u64(get(row0, "min_limit")));
   } else {
     fprintf(o, "  peak reserved %s (%llu bytes), no OOM\n", human(u64(get(rec, "peak_reserved")), b1, sizeof b1),
             u64(get(rec, "peak_reserved")));
-    put_versus(o, rec, "peak reserved", u64(get(row0, "peak_reserved")));
+    if (!(is_rec && is_rec->kind == 't')) put_versus(o, rec, "peak reserved", u64(get(row0, "peak_reserved")));
   }
 }
 

@@ -197,7 +197,7 @@ static int limit_dependent(const tc_alloc_config *cfg) {
   return cfg->garbage_collection_threshold > 0 || cfg->policy == TC_POLICY_COMPACT;
 }
 
-#define SCAN_MAX 1024 /* probes of the scan below a limit-dependent config's answer */
+#define SCAN_MAX 256 /* probes of the scan below a limit-dependent config's answer (512 MiB) */
 
 tcuda_status tc_whatif_min_limit(const char *func, tc_tsnap *h, uint64_t capacity, tc_whatif_row *w,
                                  uint64_t peak_alloc, uint64_t peak_reserved) {
@@ -384,8 +384,9 @@ const tc_whatif_row *tc_whatif_recommend(const tc_whatif_row *rows, size_t n, in
     if (goal == TC_WHATIF_FIT && w->min_limit > floor + GRID) continue; /* within 2 MiB: a tie */
     uint64_t wm = w->have_min ? w->min_limit : UINT64_MAX, bm = best && best->have_min ? best->min_limit : UINT64_MAX;
     if (!best || peak_of(w, goal) < peak_of(best, goal) ||
-        (peak_of(w, goal) == peak_of(best, goal) && (wm < bm || (wm == bm && fewer_calls(w, best)))))
-      best = w;
+        (peak_of(w, goal) == peak_of(best, goal) &&
+         (wm < bm || (wm == bm && best != r0 && (w == r0 || fewer_calls(w, best))))))
+      best = w; /* on a full tie the recorded settings stay: a change must gain something */
   }
   return best;
 }

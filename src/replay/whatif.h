@@ -74,7 +74,8 @@ void tc_whatif_run_row(const char *func, tc_tsnap *h, const tcuda_whatif_options
  *     (free_peak_reserved, which rows[0] is compared on too);
  *   TC_WHATIF_HOLD: no OOM under the table's limit and the lowest peak
  *     reserved there, then the lowest min_limit.
- * Remaining ties: fewer retries, fewer segment calls, the first row.
+ * Remaining ties: rows[0] (a change must gain something), then fewer
+ * retries, fewer segment calls, the first row.
  * NULL when no row qualifies. */
 enum { TC_WHATIF_FIT = 0, TC_WHATIF_HOLD = 1 };
 const tc_whatif_row *tc_whatif_recommend(const tc_whatif_row *rows, size_t n, int goal);

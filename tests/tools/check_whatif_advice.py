@@ -136,14 +136,14 @@ def expected_advice(doc, goal):
             return None
         floor = min(r["min_limit"] for r in cand)
         cand = [r for r in cand if r["min_limit"] <= floor + 2 * MIB]
-        big = float("inf")
-        return min(cand, key=lambda r: (r["peak_reserved_no_limit"], r["min_limit"], r["retries"], r["segment_calls"]))
+        return min(cand, key=lambda r: (r["peak_reserved_no_limit"], r["min_limit"], r["source"] != "recorded",
+                                        r["retries"], r["segment_calls"]))
     cand = [r for r in cand if r["ooms"] == 0 and r["first_oom"] is None]
     if not cand:
         return None
     big = 1 << 64
     return min(cand, key=lambda r: (r["peak_reserved"], r["min_limit"] if r["min_limit"] is not None else big,
-                                    r["retries"], r["segment_calls"]))
+                                    r["source"] != "recorded", r["retries"], r["segment_calls"]))
 
 
 def check_advice(cli, data):

@@ -189,6 +189,11 @@ static void recommendation(void) {
   CHECK(tc_whatif_recommend(rows, 3, TC_WHATIF_FIT) == &rows[1]); /* 2 holds more than the recorded row */
   CHECK(tc_whatif_recommend(rows, 1, TC_WHATIF_FIT) == &rows[0]); /* the recorded row itself */
   CHECK(tc_whatif_recommend(rows, 0, TC_WHATIF_FIT) == NULL);
+  /* a full tie with the recorded row: it stays, whatever the retries */
+  tc_whatif_row r1[] = {mk("", 1, 100, 200, 200, 0), mk("garbage_collection_threshold:0.8", 1, 100, 200, 200, 0)};
+  r1[0].res.retries = 4;
+  CHECK(tc_whatif_recommend(r1, 2, TC_WHATIF_FIT) == &r1[0]);
+  CHECK(tc_whatif_recommend(r1, 2, TC_WHATIF_HOLD) == &r1[0]);
   /* the recorded config has no min_limit and runs out under the table's
    * limit: any row that fits is better (its peak there says nothing) */
   tc_whatif_row r2[] = {mk("", 0, 0, 200, 90, 3), mk("max_split_size_mb:64", 1, 79, 300, 95, 0),

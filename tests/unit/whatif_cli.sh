@@ -146,7 +146,9 @@ for key, title in (("recommended", "to fit under a cap"), ("recommended_reserved
     block = text[at:].split("\n")[1:3]
     if rec:
         assert block[0].strip().endswith(rec["setting"]), (block, rec["setting"])
-        if rec["saving_bytes"]:
+        if rec["is_recorded"]:
+            assert "keep the recorded settings" in block[0], block
+        elif rec["saving_bytes"]:
             assert "%d bytes (%.2f%%) below" % (rec["saving_bytes"], rec["saving_percent"]) in text, rec
         else:
             assert "the same " in text, rec
