@@ -197,7 +197,10 @@ static int limit_dependent(const tc_alloc_config *cfg) {
   return cfg->garbage_collection_threshold > 0 || cfg->policy == TC_POLICY_COMPACT;
 }
 
-#define SCAN_MAX 256 /* probes of the scan below a limit-dependent config's answer (512 MiB) */
+/* the scan below the bisection's answer: at most this many grid steps
+ * above the lower bound (a probe is a replay) */
+#define SCAN_MAX 256      /* limit-dependent configs: 512 MiB */
+#define SCAN_MAX_OTHER 64 /* the others: 128 MiB */
 
 tcuda_status tc_whatif_min_limit(const char *func, tc_tsnap *h, uint64_t capacity, tc_whatif_row *w,
                                  uint64_t peak_alloc, uint64_t peak_reserved) {
@@ -219,7 +222,7 @@ tcuda_status tc_whatif_min_limit(const char *func, tc_tsnap *h, uint64_t capacit
     }
   }
   if (s) return s;
-  if (limit_dependent(&w->cfg) && (hi - lo0) / GRID <= SCAN_MAX) {
+  if ((hi - lo0) / GRID <= (limit_dependent(&w->cfg) ? SCAN_MAX : SCAN_MAX_OTHER)) {
     /* every grid limit from the lower bound up: the first that fits is
      * the lowest, whatever the shape of "no OOM" below hi */
     w->scanned = 1;

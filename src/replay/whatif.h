@@ -50,12 +50,14 @@ tcuda_status tc_whatif_infer_limit(const char *func, tc_tsnap *h, uint64_t capac
 /* The smallest limit on the grid under which h runs under w->cfg with no
  * OOM, on a device of `capacity` bytes (0: TC_H200_CAPACITY). A bisection
  * between up_grid(peak_alloc) and up_grid(peak_reserved) (the whole device
- * when that fails) finds a limit that fits; then, for a config whose
- * behaviour depends on the limit before it is reached (garbage collection,
- * policy:compact's budget), every grid limit below it is tried from the
- * lower bound up (w->scanned), so the answer is the lowest on the grid;
- * for the others the grid limits below the answer are tried until two in
- * a row fail. Sets w->have_min and w->min_limit (have_min stays 0 when
+ * when that fails) finds a limit that fits. "No OOM" need not be
+ * monotone in the limit (a flush under it changes what follows; garbage
+ * collection and policy:compact's budget act before it is reached), so
+ * every grid limit below that answer is then tried from the lower bound
+ * up (w->scanned) when it lies at most SCAN_MAX grid steps above it for a
+ * limit-dependent config, SCAN_MAX_OTHER for the others (whatif.c): the
+ * answer is then the lowest on the grid. Past that, the grid limits below
+ * the answer are tried until two in a row fail. Sets w->have_min and w->min_limit (have_min stays 0 when
  * even the whole device fails) and counts w->probes. */
 tcuda_status tc_whatif_min_limit(const char *func, tc_tsnap *h, uint64_t capacity, tc_whatif_row *w,
                                  uint64_t peak_alloc, uint64_t peak_reserved);

@@ -191,14 +191,14 @@ def check_min_limit(cli, data):
     r = b["configs"][0]
     check("min_limit tf_gc: %s under the recorded limit %d it ran under with %d OOMs" % (r["min_limit"], lim, r["ooms"]),
           r["ooms"] == 0 and r["min_limit"] is not None and r["min_limit"] <= lim)
-    for name in ("tf_gc", "tf_limit", "cnn_limit", "tf_default", "side_stream"):
+    for name in ("tf_gc", "tf_limit", "cnn_limit", "tf_default", "tf_trunc", "side_stream", "unet"):
         path = os.path.join(data, name + ".pickle")
         docs = [run(cli, ["whatif", "--json"] + extra + [path]) for extra in
-                ([], ["--fraction", "0.0035"], ["--fraction", "0.005", "--threads", "1"])]
+                ([], ["--fraction", "0.0034"], ["--fraction", "0.0035"], ["--fraction", "0.005", "--threads", "1"])]
         by = [{r["config"]: r for r in d["configs"][1:]} for d in docs]
         diff = ["%r: %s" % (c, [d[c]["min_limit"] for d in by if c in d]) for c in by[0]
                 if len({d[c]["min_limit"] for d in by if c in d}) > 1]
-        check("min_limit %s: the same with no limit, --fraction 0.0035 and 0.005" % name, not diff, "; ".join(diff))
+        check("min_limit %s: the same with no limit, --fraction 0.0034, 0.0035 and 0.005" % name, not diff, "; ".join(diff))
         for d in docs:
             lim = d["snapshot"]["limit"]
             over = ["%r %d > %d" % (r["config"], r["min_limit"], lim) for r in d["configs"]

@@ -48,8 +48,9 @@ static const tc_tsop FRAGMENTED[] = {ALLOC(0, 40), FREE(0), ALLOC(1, 16), ALLOC(
 /* The search on FRAGMENTED: probe 70 (the unlimited peak reserved): fits.
  * Bisection over [46, 70] in 2 MiB steps, mid = lo + half the steps
  * (rounded down): 58 fails (lo 60), 64 fails (lo 66), 68 fails (lo 70),
- * done at 70. 70 is above the lower bound 46, so the grid limits below are
- * checked until two in a row fail: 68 and 66. 6 replays. */
+ * done at 70. "No OOM" need not be monotone in the limit, and 70 is
+ * within 64 grid steps of the lower bound 46, so every grid limit from 46
+ * to 68 is tried: the 12 fail. 16 replays. */
 static void min_limit_search(void) {
   tc_tsnap h;
   build(&h, FRAGMENTED, sizeof FRAGMENTED / sizeof *FRAGMENTED, 3);
@@ -58,20 +59,36 @@ static void min_limit_search(void) {
   CHECK_OK(tc_whatif_min_limit("test", &h, CAP, &w, 46 * MIB, 70 * MIB));
   CHECK_EQ_INT(w.have_min, 1);
   CHECK_EQ_INT(w.min_limit, 70 * MIB);
-  CHECK_EQ_INT(w.probes, 6);
-  CHECK_EQ_INT(w.scanned, 0);
+  CHECK_EQ_INT(w.probes, 16);
+  CHECK_EQ_INT(w.scanned, 1);
   /* bounds off the grid round up to it, and the answer does not depend
    * on them: [45 MiB + 1, 69 MiB + 1] is [46, 70] on the grid */
   row_init(&w);
   CHECK_OK(tc_whatif_min_limit("test", &h, CAP, &w, 45 * MIB + 1, 69 * MIB + 1));
   CHECK_EQ_INT(w.min_limit, 70 * MIB);
-  CHECK_EQ_INT(w.probes, 6);
+  CHECK_EQ_INT(w.probes, 16);
   /* an upper bound too low (60 fails): the whole device (8 GiB) is probed
    * instead and fits, then the bisection over [46, 8192] narrows to 70 */
   row_init(&w);
   CHECK_OK(tc_whatif_min_limit("test", &h, CAP, &w, 46 * MIB, 60 * MIB));
   CHECK_EQ_INT(w.have_min, 1);
   CHECK_EQ_INT(w.min_limit, 70 * MIB);
+}
+
+/* FRAGMENTED ten times larger: min_limit 700 MiB, 120 grid steps above
+ * the peak allocated 460 MiB, past the scan's 64: after the bisection the
+ * limits below are tried until two in a row fail (698, 696). */
+static void min_limit_far_above_the_bound(void) {
+  static const tc_tsop big[] = {ALLOC(0, 400), FREE(0), ALLOC(1, 160), ALLOC(2, 300), FREE(1), FREE(2)};
+  tc_tsnap h;
+  build(&h, big, sizeof big / sizeof *big, 3);
+  tc_whatif_row w;
+  row_init(&w);
+  CHECK_OK(tc_whatif_min_limit("test", &h, CAP, &w, 460 * MIB, 700 * MIB));
+  CHECK_EQ_INT(w.have_min, 1);
+  CHECK_EQ_INT(w.min_limit, 700 * MIB);
+  CHECK_EQ_INT(w.scanned, 0);
+  CHECK(w.probes <= 12); /* 700, a bisection of 120 steps (7), then 698 and 696 */
 }
 
 /* a: 10 MiB, b: 20 MiB, both freed (two whole free segments); c: 30 MiB
@@ -102,7 +119,7 @@ static void min_limit_at_lower_bound(void) {
 /* FRAGMENTED under memory_fraction 60 MiB / 8 GiB: the row's own figures
  * are those under the limit (c, request 2, is an OOM of 30 MiB; peaks are
  * a's 40 MiB), but its min_limit's bounds come from a run without the
- * limit (46 and 70 MiB), so the search is the 6 replays above. Bounds from
+ * limit (46 and 70 MiB), so the search is the 16 replays above. Bounds from
  * the limited run (40 and 40) would fail at 40 and search the whole
  * device, with more replays. */
 static void row_under_fraction(void) {
@@ -122,7 +139,7 @@ static void row_under_fraction(void) {
   CHECK_EQ_INT(w.res.peak_allocated, 40 * MIB);
   CHECK_EQ_INT(w.have_min, 1);
   CHECK_EQ_INT(w.min_limit, 70 * MIB);
-  CHECK_EQ_INT(w.probes, 6);
+  CHECK_EQ_INT(w.probes, 16);
   CHECK_EQ_INT(w.free_peak_reserved, 70 * MIB); /* from the run without the limit */
   /* the same row with no_min_limit: no search */
   tc_tsrun_result_free(&w.res);
@@ -247,5 +264,5 @@ static void infer_limit(void) {
   tc_tsrun_result_free(&ex);
 }
 
-TC_MAIN(T(min_limit_search), T(min_limit_at_lower_bound), T(row_under_fraction), T(no_limit_fits_the_device),
+TC_MAIN(T(min_limit_search), T(min_limit_far_above_the_bound), T(min_limit_at_lower_bound), T(row_under_fraction), T(no_limit_fits_the_device),
         T(recommendation), T(merge_config), T(infer_limit))
