@@ -306,8 +306,17 @@ static void put_advice(FILE *o, const jv *doc, const jv *row0, const char *key, 
     if (wh && wh->kind == 's') put_line(o, "  none: ", str(wh));
     else if (!strcmp(key, "recommended"))
       fputs("  none: no config a PyTorch user can set has a min_limit on this device\n", o);
-    else
-      fputs("  none: no config a PyTorch user can set runs with no OOM here without holding more than the recorded one\n", o);
+    else {
+      const jv *rows = get(doc, "configs");
+      int runs = 0;
+      for (size_t i = 0; rows && rows->kind == 'a' && i < rows->n; i++) {
+        const jv *r = &rows->items[i], *fo = get(r, "first_oom");
+        runs |= !u64(get(r, "ooms")) && (!fo || fo->kind == 'z') && !strstr(str(get(r, "config")), "policy:");
+      }
+      fputs(runs ? "  none: each config that runs with no OOM here has a higher min_limit than the recorded one\n"
+                 : "  none: every config a PyTorch user can set runs out of memory here\n",
+            o);
+    }
     return;
   }
   const jv *is_rec = get(rec, "is_recorded");
