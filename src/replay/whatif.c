@@ -707,7 +707,7 @@ static tcuda_status whatif(const char *F, tc_tsnap *h, const tcuda_whatif_option
   docctx dc = {.o = &to, .lim = &lim, .window_peak = -1};
   if (o->memory_fraction > 0) {
     dc.limit_source = "given";
-  } else if (lim.inferred) {
+  } else if (lim.inferred && lim.limit < cap) { /* a device smaller than it binds first */
     to.memory_fraction = tc_tsnap_limit_fraction(lim.limit, cap);
     dc.limit_source = "inferred";
   }
