@@ -140,12 +140,15 @@ tcuda_status tc_whatif_infer_limit(const char *func, tc_tsnap *h, uint64_t capac
              "no limit could be inferred: the history reached %llu reserved bytes, yet an OOM shows a limit under "
              "%llu bytes; give it with --fraction",
              (unsigned long long)L->low, (unsigned long long)L->high + 1);
-  if ((s = exact_run(func, h, capacity, 0, ex, &score))) return s;
+  int by_gc = 0;
+  if (!bounded) { /* torch's run with no limit, and whether garbage collection shows one */
+    if ((s = exact_run(func, h, capacity, 0, ex, &score))) return s;
+    by_gc = gc > 0 && score && !h->recorded_ooms;
+    if (!by_gc) return TCUDA_SUCCESS;
+    L->high = UINT64_MAX;
+  }
   /* Garbage collection frees once the reserved bytes pass threshold x
    * limit, so it ran under a limit below max_reserved / threshold. */
-  int by_gc = !bounded && gc > 0 && score && !h->recorded_ooms;
-  if (!bounded && !by_gc) return TCUDA_SUCCESS;
-  if (by_gc) L->high = UINT64_MAX;
   if (gc > 0 && (double)L->low / gc < (double)L->high) L->high = (uint64_t)((double)L->low / gc);
   if (L->high >= cap) L->high = cap - 1;
   /* Within the bounds, the grid limit whose replay of torch's run makes the
@@ -170,6 +173,7 @@ tcuda_status tc_whatif_infer_limit(const char *func, tc_tsnap *h, uint64_t capac
   }
   if (by_gc && best >= score) return TCUDA_SUCCESS; /* no limit explains more than none */
   tc_tsrun_result_free(ex);
+  memset(ex, 0, sizeof *ex);
   if ((s = exact_run(func, h, capacity, best_at, ex, &score))) return s;
   L->inferred = 1;
   L->how = by_gc ? "garbage_collection" : "ooms";
