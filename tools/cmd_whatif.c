@@ -268,9 +268,11 @@ static void cells(const jv *row, char c[NCOL][160]) {
     snprintf(c[9], 160, "#%llu (%s)", u64(get(oom, "request")), human(u64(get(oom, "size")), b, sizeof b));
   else
     snprintf(c[9], 160, "-");
-  const jv *ml = get(row, "min_limit");
+  const jv *ml = get(row, "min_limit"), *mb = get(row, "min_limit_bisected");
   const jv *ad = get(row, "depends_on_adaptive");
-  if (is_num(ml)) snprintf(c[10], 160, "%s%s", human(u64(ml), b, sizeof b), ad && ad->kind == 't' ? "*" : "");
+  if (is_num(ml))
+    snprintf(c[10], 160, "%s%s%s", human(u64(ml), b, sizeof b), is_num(mb) && u64(mb) != u64(ml) ? "~" : "",
+             ad && ad->kind == 't' ? "*" : "");
   else snprintf(c[10], 160, "none");
 }
 
@@ -363,19 +365,24 @@ static void print_table(FILE *o, const jv *doc) {
   size_t n = rows && rows->kind == 'a' ? rows->n : 0;
   char(*c)[NCOL][160] = calloc(n ? n : 1, sizeof *c);
   if (!c) return;
-  int w[NCOL], adaptive = 0;
+  int w[NCOL], adaptive = 0, gap = 0;
   for (int k = 0; k < NCOL; k++) w[k] = (int)strlen(HEAD[k]);
   for (size_t i = 0; i < n; i++) {
     cells(&rows->items[i], c[i]);
     for (int k = 0; k < NCOL; k++)
       if ((int)strlen(c[i][k]) > w[k]) w[k] = (int)strlen(c[i][k]);
     adaptive |= strchr(c[i][10], '*') != NULL;
+    gap |= strchr(c[i][10], '~') != NULL;
   }
   for (int k = 0; k < NCOL; k++) fprintf(o, k < 2 ? "%-*s  " : k + 1 < NCOL ? "%*s  " : "%*s\n", w[k], HEAD[k]);
   for (size_t i = 0; i < n; i++)
     for (int k = 0; k < NCOL; k++) fprintf(o, k < 2 ? "%-*s  " : k + 1 < NCOL ? "%*s  " : "%*s\n", w[k], c[i][k]);
   free(c);
   if (adaptive) fputs("* the history's OOMs include a library taking a smaller workspace: see the notes\n", o);
+  if (gap)
+    fputs("~ no OOM at min_limit, but some limits above it run out (up to min_limit_bisected in --json): a flush "
+          "under a tight limit changed what followed\n",
+          o);
   if (n) {
     unsigned long long rooms = u64(get(&rows->items[0], "ooms"));
     if (rooms != nooms)

@@ -19,7 +19,6 @@
 #include "inspect/report.h"
 #include "torchsnap.h"
 #include "trace.h"
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -541,11 +540,10 @@ void tc_tsrun_result_free(tc_tsrun_result *r) {
 
 double tc_tsnap_limit_fraction(uint64_t limit, uint64_t capacity) {
   if (!capacity || limit >= capacity) return 1.0;
-  double f = (double)limit / (double)capacity;
-  /* the allocator keeps (uint64_t)(f * capacity) bytes: never one short */
-  while ((uint64_t)(f * (double)capacity) < limit && f < 1.0) f = nextafter(f, 2.0);
-  while (f > 0 && (uint64_t)(f * (double)capacity) > limit) f = nextafter(f, 0.0);
-  return f;
+  /* as a program sets it, set_per_process_memory_fraction(limit / total):
+   * torch then allows (size_t)(fraction * total) bytes, which can be one
+   * short of the limit, and a history that fits exactly then runs out */
+  return (double)limit / (double)capacity;
 }
 
 tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *o, tc_tsrun_result *res) {

@@ -226,25 +226,36 @@ tcuda_status tc_whatif_min_limit(const char *func, tc_tsnap *h, uint64_t capacit
     }
   }
   if (s) return s;
-  if ((hi - lo0) / GRID <= (limit_dependent(&w->cfg) ? SCAN_MAX : SCAN_MAX_OTHER)) {
-    /* every grid limit from the lower bound up: the first that fits is
-     * the lowest, whatever the shape of "no OOM" below hi */
-    w->scanned = 1;
-    for (uint64_t at = lo0; at < hi && !s; at += GRID) {
-      if (!(s = probe(func, h, capacity, w, at, &ok)) && ok) hi = at;
+  /* the grid limits below, until two in a row fail: the bottom of the
+   * no-OOM range the bisection landed in */
+  uint64_t fail_from = hi;
+  while (!s && hi > lo0) {
+    fail_from = hi;
+    if ((s = probe(func, h, capacity, w, hi - GRID, &ok))) break;
+    if (ok) {
+      hi -= GRID;
+      continue;
     }
-  } else {
-    /* the grid limits below, until two in a row fail */
-    while (!s && hi > lo0) {
-      if ((s = probe(func, h, capacity, w, hi - GRID, &ok))) break;
-      if (ok) {
-        hi -= GRID;
-        continue;
+    fail_from = hi - GRID;
+    if (hi - GRID <= lo0) break;
+    if ((s = probe(func, h, capacity, w, hi - 2 * GRID, &ok))) break;
+    if (!ok) {
+      fail_from = hi - 2 * GRID;
+      break;
+    }
+    hi -= 2 * GRID;
+  }
+  if (s) return s;
+  w->bisected = hi;
+  if ((hi - lo0) / GRID <= (limit_dependent(&w->cfg) ? SCAN_MAX : SCAN_MAX_OTHER)) {
+    /* every other grid limit from the lower bound up: the first that fits
+     * is the lowest, whatever the shape of "no OOM" below */
+    w->scanned = 1;
+    for (uint64_t at = lo0; at < fail_from && !s; at += GRID) {
+      if (!(s = probe(func, h, capacity, w, at, &ok)) && ok) {
+        hi = at;
+        break;
       }
-      if (hi - GRID <= lo0) break;
-      if ((s = probe(func, h, capacity, w, hi - 2 * GRID, &ok))) break;
-      if (!ok) break;
-      hi -= 2 * GRID;
     }
   }
   if (s) return s;
@@ -349,6 +360,9 @@ static tcuda_status put_row(tc_sbuf *b, tc_tsnap *h, const row *w) {
   else tc_sbuf_puts(b, "null");
   int adaptive = h->adaptive_ooms > 0;
   if (!adaptive && r->first_oom >= 0 && (s = is_library_request(h, (size_t)r->first_oom, &adaptive))) return s;
+  tc_sbuf_puts(b, ", \"min_limit_bisected\": ");
+  if (w->have_min) tc_json_u64(b, w->bisected);
+  else tc_sbuf_puts(b, "null");
   tc_sbuf_printf(b, ", \"min_limit_replays\": %d, \"min_limit_scanned\": %s, \"depends_on_adaptive\": %s", w->probes,
                  w->scanned ? "true" : "false", adaptive ? "true" : "false");
   if (r->series_n) put_series(b, r);

@@ -16,6 +16,8 @@ typedef struct tc_whatif_row {
   uint64_t min_limit;
   int probes;         /* replays the search took */
   int scanned;        /* the search tried every grid limit below its answer */
+  uint64_t bisected;  /* the bottom of the no-OOM range the bisection landed in: min_limit when
+                         "no OOM" is monotone; limits between the two may run out */
   tcuda_status st;
   char err[512];
 } tc_whatif_row;
@@ -57,7 +59,8 @@ tcuda_status tc_whatif_infer_limit(const char *func, tc_tsnap *h, uint64_t capac
  * up (w->scanned) when it lies at most SCAN_MAX grid steps above it for a
  * limit-dependent config, SCAN_MAX_OTHER for the others (whatif.c): the
  * answer is then the lowest on the grid. Past that, the grid limits below
- * the answer are tried until two in a row fail. Sets w->have_min and w->min_limit (have_min stays 0 when
+ * the answer are tried until two in a row fail. w->bisected keeps the
+ * bottom of the range the bisection landed in (before the scan). Sets w->have_min and w->min_limit (have_min stays 0 when
  * even the whole device fails) and counts w->probes. */
 tcuda_status tc_whatif_min_limit(const char *func, tc_tsnap *h, uint64_t capacity, tc_whatif_row *w,
                                  uint64_t peak_alloc, uint64_t peak_reserved);

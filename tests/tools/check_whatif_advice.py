@@ -200,6 +200,9 @@ def check_min_limit(cli, data):
                 if len({d[c]["min_limit"] for d in by if c in d}) > 1]
         check("min_limit %s: the same with no limit, --fraction 0.0034, 0.0035 and 0.005" % name, not diff, "; ".join(diff))
         for d in docs:
+            under = [r["config"] for r in d["configs"] if r["min_limit"] is not None and
+                     not r["min_limit"] <= r["min_limit_bisected"]]
+            check("min_limit %s: at most min_limit_bisected" % name, not under, str(under))
             lim = d["snapshot"]["limit"]
             over = ["%r %d > %d" % (r["config"], r["min_limit"], lim) for r in d["configs"]
                     if lim and r["ooms"] == 0 and r["first_oom"] is None and r["min_limit"] is not None
