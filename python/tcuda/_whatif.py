@@ -186,3 +186,56 @@ def whatif(snapshot, configs=None, capacity=None, fraction=None, device=0, *, th
     else:
         check(lib.tcuda_whatif_buffer(data, len(data), byref(opts), byref(out)))
     return json.loads(take_string(out))
+
+
+def whatif_compare(before, after, capacity=None, fraction=None, device=None, *, max_input=None, work_budget=None):
+    """Two snapshots, before and after a change, each replayed under its own
+    recorded config: returns the library's document as a dict, {"before":
+    {...}, "after": {...}, "change": {...}, "holders_at_peak_reserved":
+    [...], "before_explain": {...}, "after_explain": {...}} (peaks, their
+    ratio, OOM counts, and what holds the memory at each peak; docs/whatif.md,
+    "What holds the memory"). The same as `tcuda compare BEFORE AFTER --json`.
+
+    before, after: paths (str or os.PathLike) to _dump_snapshot()'s pickles
+        or their JSON form. Errors name the argument ("before: PATH: ...").
+    capacity, fraction, max_input, work_budget: as for tcuda.whatif.
+    device: whose history; None: 0, and both snapshots must record as many
+        devices.
+    """
+    F = "tcuda.whatif_compare"
+    paths = []
+    for name, p in (("before", before), ("after", after)):
+        if not isinstance(p, (str, os.PathLike)):
+            raise TypeError("%s: %s must be a path (str or os.PathLike), not %s" % (F, name, type(p).__name__))
+        paths.append(c_path(p, name))
+    opts = WhatifOptionsT()
+    opts.struct_size = ctypes.sizeof(WhatifOptionsT)
+    opts.device = -1
+    if capacity is not None:
+        if not _is_int(capacity):
+            raise TypeError("%s: capacity must be an int (bytes) or None, not %s" % (F, type(capacity).__name__))
+        if capacity <= 0:
+            raise ValueError("%s: capacity %d is not a positive byte count (None: an H200's)" % (F, capacity))
+        opts.capacity = uint64_arg(capacity, "capacity")
+    if fraction is not None:
+        if not isinstance(fraction, numbers.Real) or isinstance(fraction, bool):
+            raise TypeError("%s: fraction must be a number in (0, 1] or None, not %s" % (F, type(fraction).__name__))
+        if not 0 < fraction <= 1:
+            raise ValueError("%s: fraction %r is not in (0, 1] (None: no limit)" % (F, fraction))
+        opts.memory_fraction = float(fraction)
+    for name, v in (("device", device), ("max_input", max_input), ("work_budget", work_budget)):
+        if v is None:
+            continue
+        if not _is_int(v):
+            raise TypeError("%s: %s must be an int or None, not %s" % (F, name, type(v).__name__))
+        if v < 0 or (v == 0 and name != "device"):
+            raise ValueError("%s: %s %d is out of range" % (F, name, v))
+    if device is not None:
+        opts.device = int_arg(device, "device")
+    if max_input is not None:
+        opts.max_input_bytes = uint64_arg(max_input, "max_input")
+    if work_budget is not None:
+        opts.work_budget = uint64_arg(work_budget, "work_budget")
+    out = c_void_p()
+    check(lib.tcuda_whatif_compare_files(paths[0], paths[1], byref(opts), byref(out)))
+    return json.loads(take_string(out))

@@ -48,8 +48,8 @@ def test_path_and_dict_give_the_same_document(small_dict, no_unpickling):
     assert by_path == by_pathlike == by_dict
     assert [r["config"] for r in by_path["configs"]][1:] == CONFIGS
     assert by_path["configs"][0]["source"] == "recorded"
-    assert {"snapshot", "configs", "recommended", "recommended_reserved", "recommendation_withheld",
-            "notes"} <= set(by_path)
+    assert set(by_path) == {"snapshot", "configs", "recommended", "recommended_reserved", "recommendation_withheld",
+            "explain", "notes"}
 
 
 def test_default_sweep_and_recorded_row():
@@ -62,6 +62,24 @@ def test_default_sweep_and_recorded_row():
         assert "series" not in r
     rec = doc["recommended"]
     assert rec is None or any(r["config"] == rec["config"] for r in rows)
+
+
+def test_compare_matches_torchs_peaks_and_names_the_argument(tmp_path):
+    b, a = os.path.join(DATA, "tf_default.pickle"), os.path.join(DATA, "tf_expandable.pickle")
+    doc = tcuda.whatif_compare(b, pathlib.Path(a))
+    for side, name in (("before", "tf_default"), ("after", "tf_expandable")):
+        with open(os.path.join(DATA, name + ".stats.json")) as f:
+            end = json.load(f)["end"]  # torch's memory_stats() at the end of the run
+        assert doc[side]["peak_reserved"] == end["reserved_bytes.all.peak"]
+        assert doc[side]["peak_allocated"] == end["allocated_bytes.all.peak"]
+    assert doc["change"]["peak_reserved"] == doc["after"]["peak_reserved"] - doc["before"]["peak_reserved"]
+    assert doc["before_explain"]["stacks_recorded"] is False
+    with pytest.raises(tcuda.TcudaError, match="after: .*nowhere.pickle"):
+        tcuda.whatif_compare(b, str(tmp_path / "nowhere.pickle"))
+    with pytest.raises(TypeError, match="before must be a path"):
+        tcuda.whatif_compare({}, a)
+    with pytest.raises(ValueError, match="fraction"):
+        tcuda.whatif_compare(b, a, fraction=2)
 
 
 def test_json_file_gives_the_pickles_document():
