@@ -114,7 +114,9 @@ def whatif(snapshot, configs=None, capacity=None, fraction=None, device=0, *, th
     device: whose history, for a snapshot of several devices.
     threads: rows replayed at once; 0: one per CPU.
     series_points: > 0 gives each row a "series" of reserved and allocated
-        bytes over the history's time, at up to that many points.
+        bytes over the history's time, at up to that many points: the
+        maxima since the previous point and the minima ("reserved_min",
+        "allocated_min").
     max_input: the largest snapshot file read, in bytes; None: 1 GiB.
     work_budget: the work the snapshot may cost, in units (docs/whatif.md);
         None: a multiple of its size.

@@ -399,6 +399,7 @@ static int policy_may_free(hr *r, const tc_tsop *op, const tc_alloc_config *cfg,
 typedef struct {
   int n, cur;
   size_t per;
+  uint64_t rmin, amin; /* since the last point */
 } series_state;
 
 static tcuda_status series_init(hr *r, tc_tsrun_result *res, series_state *ss) {
@@ -409,7 +410,12 @@ static tcuda_status series_init(hr *r, tc_tsrun_result *res, series_state *ss) {
   res->series_t = calloc((size_t)n, sizeof *res->series_t);
   res->series_reserved = calloc((size_t)n, sizeof *res->series_reserved);
   res->series_allocated = calloc((size_t)n, sizeof *res->series_allocated);
-  if (!res->series_t || !res->series_reserved || !res->series_allocated) return oom(r->func);
+  res->series_reserved_min = calloc((size_t)n, sizeof *res->series_reserved_min);
+  res->series_allocated_min = calloc((size_t)n, sizeof *res->series_allocated_min);
+  if (!res->series_t || !res->series_reserved || !res->series_allocated || !res->series_reserved_min ||
+      !res->series_allocated_min)
+    return oom(r->func);
+  ss->rmin = ss->amin = UINT64_MAX;
   ss->n = n;
   ss->per = (ops + (size_t)n - 1) / (size_t)n;
   ss->cur = 0;
@@ -432,9 +438,22 @@ static void series_point(hr *r, tc_tsrun_result *res, series_state *ss, size_t i
     res->series_t[ss->cur] = n ? (double)r->h->op_time_us[i < n ? i : n - 1] / 1000.0 : 0.0;
     res->series_reserved[ss->cur] = pr;
     res->series_allocated[ss->cur] = pa;
+    res->series_reserved_min[ss->cur] = ss->rmin <= pr ? ss->rmin : pr;
+    res->series_allocated_min[ss->cur] = ss->amin <= pa ? ss->amin : pa;
     res->series_n = ++ss->cur;
   }
+  ss->rmin = ss->amin = UINT64_MAX;
   tc_alloc_reset_peak(r->a);
+}
+
+/* The minima need the state after every op (the maxima come from the
+ * peaks): read only for the replay that draws a series. */
+static void series_low(hr *r, series_state *ss) {
+  tcuda_memory_stats_t st;
+  tc_alloc_get_stats(r->a, &st);
+  uint64_t cr = (uint64_t)st.reserved_bytes[0].current, ca = (uint64_t)st.allocated_bytes[0].current;
+  if (cr < ss->rmin) ss->rmin = cr;
+  if (ca < ss->amin) ss->amin = ca;
 }
 
 static tcuda_status run_ops(hr *r, tc_tsrun_result *res, const tc_alloc_config *cfg, uint64_t allowed) {
@@ -526,6 +545,7 @@ static tcuda_status run_ops(hr *r, tc_tsrun_result *res, const tc_alloc_config *
     default:
       break;
     }
+    if (!s && ss.n) series_low(r, &ss);
     if (!s && o->on_op) s = o->on_op(o->op_user, r->a, i, req_at, got);
     if (!s && ss.n && ((i + 1) % ss.per == 0)) series_point(r, res, &ss, i);
   }
@@ -537,8 +557,10 @@ void tc_tsrun_result_free(tc_tsrun_result *r) {
   free(r->series_t);
   free(r->series_reserved);
   free(r->series_allocated);
+  free(r->series_reserved_min);
+  free(r->series_allocated_min);
   r->series_t = NULL;
-  r->series_reserved = r->series_allocated = NULL;
+  r->series_reserved = r->series_allocated = r->series_reserved_min = r->series_allocated_min = NULL;
   r->series_n = 0;
 }
 

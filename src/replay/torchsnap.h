@@ -151,7 +151,7 @@ typedef struct tc_tsrun_opts {
    * and the block an alloc op got (0: none); explain.c reads the state */
   tcuda_status (*on_op)(void *user, tc_alloc *a, size_t op, size_t request, uint64_t addr);
   void *op_user;
-  /* series: up to series_points maxima of reserved and allocated bytes */
+  /* series: up to series_points maxima and minima of reserved and allocated bytes */
   int series_points;
 } tc_tsrun_opts;
 
@@ -166,7 +166,8 @@ typedef struct tc_tsrun_result {
   size_t inferred_empty;    /* exact: empty_cache calls inferred */
   int series_n;
   double *series_t;         /* ms since the first entry */
-  uint64_t *series_reserved, *series_allocated;
+  uint64_t *series_reserved, *series_allocated;         /* maxima since the previous point */
+  uint64_t *series_reserved_min, *series_allocated_min; /* minima over the same ops */
 } tc_tsrun_result;
 
 /* One replay. With opts->exact 1 the ops' HOP_F_EMPTY_BEFORE flags are
