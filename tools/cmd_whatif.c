@@ -29,9 +29,11 @@ static const cli_cmd CMD = {
     "  pickle, or its JSON form) on the simulated device, first under the allocator settings it\n"
     "  was recorded with (row 'recorded': torch's run, reproduced), then under each --config, and\n"
     "  prints per row the peaks, segment calls, retries, OOMs, the first OOM and min_limit: the\n"
-    "  smallest per-process limit (2 MiB grid) under which the history runs with no OOM. The\n"
-    "  recommended row has the lowest min_limit. The pickle is read as plain data: nothing in it\n"
-    "  runs. docs/whatif.md says what the replay reproduces exactly.\n"
+    "  smallest per-process limit (2 MiB grid) under which the history runs with no OOM. Two\n"
+    "  recommendations, each a PYTORCH_CUDA_ALLOC_CONF line: the lowest min_limit (to fit under a\n"
+    "  cap), and the lowest peak reserved with no OOM (to hold less memory). Without --fraction,\n"
+    "  a limit the history's OOMs show it ran under is inferred and used. The pickle is read as\n"
+    "  plain data: nothing in it runs. docs/whatif.md says what the replay reproduces exactly.\n"
     "  --config CONF: a row, PYTORCH_CUDA_ALLOC_CONF syntax; repeat it for more rows (at most\n"
     "          255). Without it, a default sweep of configs (expandable segments, max_split_size_mb,\n"
     "          roundup_power2_divisions and, with --fraction, garbage_collection_threshold), plus\n"
@@ -39,7 +41,8 @@ static const cli_cmd CMD = {
     "          environment's allocator variables are not read.\n"
     "  --capacity BYTES: the simulated device's memory; default an H200's 150109880320 bytes.\n"
     "          Plain bytes, or with a unit: 80GB = 80e9, 80GiB = 80*2^30 (kB MB GB TB, KiB MiB GiB TiB).\n"
-    "  --fraction F: set_per_process_memory_fraction(F) for every row, F in 0~1 (0: none).\n"
+    "  --fraction F: set_per_process_memory_fraction(F) for every row, F in 0~1 (0: none, or the\n"
+    "          inferred limit).\n"
     "  --device N: whose history, for a snapshot of several devices (default 0).\n"
     "  --threads N: rows replayed at once (default one per CPU).\n"
     "  --json: print the library's JSON document instead of the table (with --html, its rows\n"
@@ -109,98 +112,153 @@ static void cells(const jv *row, char c[NCOL][160]) {
     snprintf(c[9], 160, "#%llu (%s)", u64(get(oom, "request")), human(u64(get(oom, "size")), b, sizeof b));
   else
     snprintf(c[9], 160, "-");
-  const jv *ml = get(row, "min_limit");
+  const jv *ml = get(row, "min_limit"), *mb = get(row, "min_limit_bisected");
   const jv *ad = get(row, "depends_on_adaptive");
-  if (is_num(ml)) snprintf(c[10], 160, "%s%s", human(u64(ml), b, sizeof b), ad && ad->kind == 't' ? "*" : "");
+  if (is_num(ml))
+    snprintf(c[10], 160, "%s%s%s", human(u64(ml), b, sizeof b), is_num(mb) && u64(mb) != u64(ml) ? "~" : "",
+             ad && ad->kind == 't' ? "*" : "");
   else snprintf(c[10], 160, "none");
 }
 
-/* Words of text, wrapped at width after a first-line prefix. */
-static void put_wrapped(FILE *o, const char *prefix, const char *text, int width) {
+static const char *plural(unsigned long long n, const char *one, const char *many) { return n == 1 ? one : many; }
+
+/* One line, never wrapped mid-sentence (a terminal wraps long ones). */
+static void put_line(FILE *o, const char *prefix, const char *text) {
   char buf[4096];
-  cli_shown(text, buf, sizeof buf);
-  int col = fprintf(o, "%s", prefix), indent = (int)strlen(prefix);
-  const char *p = buf;
-  while (*p) {
-    while (*p == ' ') p++;
-    const char *e = p;
-    while (*e && *e != ' ') e++;
-    int w = (int)(e - p);
-    if (col > indent && col + 1 + w > width) col = fprintf(o, "\n%*s", indent, "") - 1;
-    else if (col > indent) col += fprintf(o, " ");
-    col += fprintf(o, "%.*s", w, p);
-    p = e;
+  fprintf(o, "%s%s\n", prefix, cli_shown(text, buf, sizeof buf));
+}
+
+/* "N bytes (P%) below/above the recorded config's (H)" */
+static void put_versus(FILE *o, const jv *rec, const char *what, unsigned long long was_h) {
+  const jv *sb = get(rec, "saving_bytes");
+  char b[64];
+  if (!is_num(sb)) return;
+  long long save = strtoll(sb->text, NULL, 10);
+  double pct = num(get(rec, "saving_percent"));
+  if (!save) {
+    fprintf(o, "  the same %s as the recorded config's\n", what);
+    return;
   }
-  fputc('\n', o);
+  fprintf(o, "  %lld bytes (%.2f%%) %s the recorded config's %s (%s)\n", save >= 0 ? save : -save, pct >= 0 ? pct : -pct,
+          save >= 0 ? "below" : "above", what, human(was_h, b, sizeof b));
+}
+
+/* One of the two recommendations. */
+static void put_advice(FILE *o, const jv *doc, const jv *row0, const char *key, const char *title) {
+  const jv *rec = get(doc, key), *wh = get(doc, "recommendation_withheld");
+  char b1[64], b3[600];
+  fprintf(o, "%s:\n", title);
+  if (!rec || rec->kind != 'o') {
+    if (wh && wh->kind == 's') put_line(o, "  none: ", str(wh));
+    else if (!strcmp(key, "recommended"))
+      fputs("  none: no config a PyTorch user can set has a min_limit on this device\n", o);
+    else {
+      const jv *rows = get(doc, "configs");
+      int runs = 0;
+      for (size_t i = 0; rows && rows->kind == 'a' && i < rows->n; i++) {
+        const jv *r = &rows->items[i], *fo = get(r, "first_oom");
+        runs |= !u64(get(r, "ooms")) && (!fo || fo->kind == 'z') && !strstr(str(get(r, "config")), "policy:");
+      }
+      fputs(runs ? "  none: each config that runs with no OOM here has a higher min_limit than the recorded one\n"
+                 : "  none: every config a PyTorch user can set runs out of memory here\n",
+            o);
+    }
+    return;
+  }
+  const jv *is_rec = get(rec, "is_recorded");
+  char line[700];
+  const char *set = str(get(rec, "setting"));
+  /* an empty value is torch's defaults: say so rather than end the line on '=' */
+  snprintf(line, sizeof line, "%s%s", set, *str(get(rec, "config")) ? "" : " (empty, or unset: torch's defaults)");
+  put_line(o, is_rec && is_rec->kind == 't' ? "  keep the recorded settings: " : "  ", line);
+  if (!strcmp(key, "recommended")) {
+    fprintf(o, "  min_limit %s (%llu bytes); peak reserved without a limit %s\n",
+            human(u64(get(rec, "min_limit")), b1, sizeof b1), u64(get(rec, "min_limit")),
+            human(u64(get(rec, "peak_reserved_no_limit")), b3, sizeof b3));
+    if (!(is_rec && is_rec->kind == 't')) put_versus(o, rec, "min_limit", u64(get(row0, "min_limit")));
+  } else {
+    fprintf(o, "  peak reserved %s (%llu bytes), no OOM\n", human(u64(get(rec, "peak_reserved")), b1, sizeof b1),
+            u64(get(rec, "peak_reserved")));
+    if (!(is_rec && is_rec->kind == 't')) put_versus(o, rec, "peak reserved", u64(get(row0, "peak_reserved")));
+  }
 }
 
 static void print_table(FILE *o, const jv *doc) {
   const jv *snap = get(doc, "snapshot"), *rows = get(doc, "configs");
   char b1[64], b2[64], b3[600];
   double ms = num(get(snap, "duration_ms"));
-  fprintf(o, "snapshot: device %llu (of %llu), %llu entries, %llu requests over %.3f s%s\n",
-          u64(get(snap, "device")), u64(get(snap, "devices")), u64(get(snap, "entries")),
-          u64(get(snap, "requests")), ms / 1000, get(snap, "truncated") && get(snap, "truncated")->kind == 't'
-                                                    ? " (truncated: its start was lost)" : "");
+  unsigned long long entries = u64(get(snap, "entries")), reqs = u64(get(snap, "requests"));
+  fprintf(o, "snapshot: device %llu (of %llu), %llu %s, %llu %s over %.3f s%s\n", u64(get(snap, "device")),
+          u64(get(snap, "devices")), entries, plural(entries, "entry", "entries"), reqs,
+          plural(reqs, "request", "requests"), ms / 1000,
+          get(snap, "truncated") && get(snap, "truncated")->kind == 't' ? " (truncated: its start was lost)" : "");
   const char *rc = str(get(snap, "recorded_config"));
-  fprintf(o, "recorded with: %s; %llu OOMs (%llu a library survived); %llu empty_cache calls inferred\n",
-          *rc ? cli_shown(rc, b3, sizeof b3) : "(torch default)", u64(get(snap, "recorded_ooms")),
-          u64(get(snap, "adaptive_ooms")), u64(get(snap, "inferred_empty_cache")));
+  unsigned long long nooms = u64(get(snap, "recorded_ooms")), nad = u64(get(snap, "adaptive_ooms"));
+  unsigned long long nempty = u64(get(snap, "inferred_empty_cache"));
+  fprintf(o, "recorded with: %s; torch had %llu %s", *rc ? cli_shown(rc, b3, sizeof b3) : "(torch default)", nooms,
+          plural(nooms, "OOM", "OOMs"));
+  if (nad) fprintf(o, " (%llu a library survived)", nad);
+  fprintf(o, "; %llu empty_cache %s inferred\n", nempty, plural(nempty, "call", "calls"));
   fprintf(o, "simulated device: %s (%llu bytes)", human(u64(get(snap, "capacity")), b1, sizeof b1),
           u64(get(snap, "capacity")));
-  if (is_num(get(snap, "limit")))
-    fprintf(o, ", limit %s (fraction %g)", human(u64(get(snap, "limit")), b2, sizeof b2), num(get(snap, "fraction")));
+  const char *src = str(get(snap, "limit_source"));
+  if (is_num(get(snap, "limit"))) {
+    fprintf(o, ", limit %s (%llu bytes", human(u64(get(snap, "limit")), b2, sizeof b2), u64(get(snap, "limit")));
+    if (!strcmp(src, "inferred")) fputs(", inferred from the history: see the notes", o);
+    else fprintf(o, ", fraction %s", get(snap, "fraction") ? get(snap, "fraction")->text : "?");
+    fputc(')', o);
+  }
   fputs("\n\n", o);
 
   size_t n = rows && rows->kind == 'a' ? rows->n : 0;
   char(*c)[NCOL][160] = calloc(n ? n : 1, sizeof *c);
   if (!c) return;
-  int w[NCOL], adaptive = 0;
+  int w[NCOL], adaptive = 0, gap = 0;
   for (int k = 0; k < NCOL; k++) w[k] = (int)strlen(HEAD[k]);
   for (size_t i = 0; i < n; i++) {
     cells(&rows->items[i], c[i]);
     for (int k = 0; k < NCOL; k++)
       if ((int)strlen(c[i][k]) > w[k]) w[k] = (int)strlen(c[i][k]);
     adaptive |= strchr(c[i][10], '*') != NULL;
+    gap |= strchr(c[i][10], '~') != NULL;
   }
   for (int k = 0; k < NCOL; k++) fprintf(o, k < 2 ? "%-*s  " : k + 1 < NCOL ? "%*s  " : "%*s\n", w[k], HEAD[k]);
   for (size_t i = 0; i < n; i++)
     for (int k = 0; k < NCOL; k++) fprintf(o, k < 2 ? "%-*s  " : k + 1 < NCOL ? "%*s  " : "%*s\n", w[k], c[i][k]);
   free(c);
   if (adaptive) fputs("* the history's OOMs include a library taking a smaller workspace: see the notes\n", o);
-
-  const jv *rec = get(doc, "recommended");
-  fputc('\n', o);
-  if (rec && rec->kind == 'o') {
-    long long save = is_num(get(rec, "saving_bytes")) ? strtoll(get(rec, "saving_bytes")->text, NULL, 10) : 0;
-    double pct = num(get(rec, "saving_percent"));
-    const jv *r0 = n ? get(&rows->items[0], "min_limit") : NULL;
-    char line[1024];
-    fprintf(o, "recommended: %s\n", config_name(rec, b3, sizeof b3));
-    snprintf(line, sizeof line, "min_limit %s (%llu bytes), %s %lld bytes (%.2f%%) against the recorded config (%s)",
-             human(u64(get(rec, "min_limit")), b1, sizeof b1), u64(get(rec, "min_limit")),
-             save >= 0 ? "saving" : "costing", save >= 0 ? save : -save, pct >= 0 ? pct : -pct,
-             is_num(r0) ? human(u64(r0), b2, sizeof b2) : "none");
-    put_wrapped(o, "  ", line, 100);
-  } else {
-    put_wrapped(o, "", "recommended: none (the recorded config has no min_limit on this device, or no row has one)",
-                100);
+  if (gap)
+    fputs("~ no OOM at min_limit, but some limits above it run out (up to min_limit_bisected in --json): a flush "
+          "under a tight limit changed what followed\n",
+          o);
+  if (n) {
+    unsigned long long rooms = u64(get(&rows->items[0], "ooms"));
+    if (rooms != nooms)
+      fprintf(o, "the recorded row has %llu %s under this table's device and limit, torch had %llu\n", rooms,
+              plural(rooms, "OOM", "OOMs"), nooms);
   }
+
+  const jv *row0 = n ? &rows->items[0] : NULL;
+  fputc('\n', o);
+  put_advice(o, doc, row0, "recommended", "to fit under a cap or on a smaller GPU (lowest min_limit)");
+  put_advice(o, doc, row0, "recommended_reserved", "to hold less memory on this GPU (lowest peak reserved, no OOM)");
+  const jv *rec = get(doc, "recommended");
   for (size_t i = 0; i < n; i++) { /* tcuda's own policy: what a PyTorch user gains by plugging it in */
     const jv *r = &rows->items[i], *ml = get(r, "min_limit"), *rm = rec && rec->kind == 'o' ? get(rec, "min_limit") : NULL;
-    if (strncmp(config_name(r, b3, sizeof b3), "policy:", 7) || !is_num(ml)) continue;
-    char line[1024];
-    int len = snprintf(line, sizeof line, "with tcuda as torch's allocator (TCUDA_TORCH_ALLOCATOR=1 TCUDA_ALLOC_CONF=%s): min_limit %s",
-                       b3, human(u64(ml), b1, sizeof b1));
-    if (is_num(rm) && len > 0 && (size_t)len < sizeof line)
-      snprintf(line + len, sizeof line - (size_t)len, ", %lld bytes below the recommended config's",
-               (long long)u64(rm) - (long long)u64(ml));
-    put_wrapped(o, "", line, 100);
+    if (strcmp(str(get(r, "config")), "policy:compact") || !is_num(ml)) continue;
+    fprintf(o, "with tcuda as torch's allocator (TCUDA_TORCH_ALLOCATOR=1 TCUDA_ALLOC_CONF=policy:compact): min_limit %s",
+            human(u64(ml), b1, sizeof b1));
+    if (is_num(rm)) {
+      long long d = (long long)u64(rm) - (long long)u64(ml);
+      if (d) fprintf(o, ", %lld bytes %s the recommended config's", d > 0 ? d : -d, d > 0 ? "below" : "above");
+      else fputs(", the same as the recommended config's", o);
+    }
+    fputc('\n', o);
   }
   const jv *notes = get(doc, "notes");
   if (notes && notes->kind == 'a' && notes->n) {
     fputs("notes:\n", o);
-    for (size_t i = 0; i < notes->n; i++) put_wrapped(o, "  - ", str(&notes->items[i]), 100);
+    for (size_t i = 0; i < notes->n; i++) put_line(o, "  - ", str(&notes->items[i]));
   }
 }
 

@@ -100,14 +100,17 @@ def whatif(snapshot, configs=None, capacity=None, fraction=None, device=0, *, th
     """What would other allocator configs, or a memory limit, do to the
     history in a PyTorch memory snapshot? Returns the library's document as
     a dict: {"snapshot": {...}, "configs": [rows], "recommended": {...} or
-    None, "notes": [...]}; docs/python.md describes it.
+    None (the lowest min_limit), "recommended_reserved": {...} or None (the
+    lowest peak reserved with no OOM), "recommendation_withheld": str or
+    None, "notes": [...]}; docs/whatif.md describes it.
 
     snapshot: a path (str or os.PathLike) to torch.cuda.memory._dump_snapshot()'s
         pickle or its JSON form, or the dict torch.cuda.memory._snapshot() returns.
     configs: PYTORCH_CUDA_ALLOC_CONF strings, one row each after the recorded
         config's row; None: the default sweep.
     capacity: the simulated device's bytes; None: an H200's.
-    fraction: set_per_process_memory_fraction for every row, in (0, 1]; None: no limit.
+    fraction: set_per_process_memory_fraction for every row, in (0, 1]; None: no
+        limit, or the one inferred from the history's OOMs.
     device: whose history, for a snapshot of several devices.
     threads: rows replayed at once; 0: one per CPU.
     series_points: > 0 gives each row a "series" of reserved and allocated

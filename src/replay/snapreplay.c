@@ -566,8 +566,18 @@ void tc_tsrun_result_free(tc_tsrun_result *r) {
   r->series_n = 0;
 }
 
+double tc_tsnap_limit_fraction(uint64_t limit, uint64_t capacity) {
+  if (!capacity || limit >= capacity) return 1.0;
+  /* as a program sets it, set_per_process_memory_fraction(limit / total):
+   * torch then allows (size_t)(fraction * total) bytes, which can be one
+   * short of the limit, and a history that fits exactly then runs out */
+  return (double)limit / (double)capacity;
+}
+
 tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *o, tc_tsrun_result *res) {
   memset(res, 0, sizeof *res);
+  if (o->exact == 1) /* this run infers them afresh */
+    for (size_t i = 0; i < h->num_ops; i++) h->ops[i].flags &= (uint8_t)~HOP_F_EMPTY_BEFORE;
   res->first_oom = -1;
   hr r;
   memset(&r, 0, sizeof r);
@@ -604,7 +614,7 @@ tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *o,
   if (!s && r.start_oom && !o->stop_at_oom) s = start_too_big(&r, cap, 0, 0);
   uint64_t allowed = 0;
   double fraction = o->fraction;
-  if (o->limit) fraction = (double)o->limit / (double)cap;
+  if (o->limit) fraction = tc_tsnap_limit_fraction(o->limit, cap);
   if (!s && fraction > 0) {
     if (fraction > 1.0) fraction = 1.0;
     s = tc_alloc_set_memory_fraction(r.a, fraction);

@@ -409,7 +409,14 @@ static tcuda_status read_setting(const char *func, const tc_config_key *d, const
     break;
   case TC_KEY_FRACTION:
     if (!tc_pv_as_double(val, &x) || x == 0.0) return TCUDA_SUCCESS;
-    tc_sbuf_printf(b, "%s%s:%.17g", *sep, d->key, x);
+    { /* the shortest form that reads back as x: 0.6, not 0.59999999999999998 */
+      char num[40];
+      for (int prec = 1; prec <= 17; prec++) {
+        snprintf(num, sizeof num, "%.*g", prec, x);
+        if (strtod(num, NULL) == x) break;
+      }
+      tc_sbuf_printf(b, "%s%s:%s", *sep, d->key, num);
+    }
     break;
   case TC_KEY_BOOL:
     if (!tc_pv_as_int(val, &v) || !v) return TCUDA_SUCCESS;

@@ -177,5 +177,9 @@ typedef struct tc_tsrun_result {
  * read them. */
 tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *opts, tc_tsrun_result *r);
 void tc_tsrun_result_free(tc_tsrun_result *r);
+/* The memory fraction for a limit of `limit` bytes on a device of
+ * `capacity`, as a program computes it (limit / capacity; 1.0 when limit
+ * >= capacity): the allowed bytes are then torch's for that fraction. */
+double tc_tsnap_limit_fraction(uint64_t limit, uint64_t capacity);
 
 #endif

@@ -48,7 +48,8 @@ def test_path_and_dict_give_the_same_document(small_dict, no_unpickling):
     assert by_path == by_pathlike == by_dict
     assert [r["config"] for r in by_path["configs"]][1:] == CONFIGS
     assert by_path["configs"][0]["source"] == "recorded"
-    assert set(by_path) == {"snapshot", "configs", "recommended", "explain", "notes"}
+    assert set(by_path) == {"snapshot", "configs", "recommended", "recommended_reserved", "recommendation_withheld",
+            "explain", "notes"}
 
 
 def test_default_sweep_and_recorded_row():

@@ -114,7 +114,8 @@ run 0 "" whatif --json "$data/tf_default.pickle"
 python3 - "$tmp/out" <<'PY' || bad "whatif --json tf_default.pickle"
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert set(d) == {"snapshot", "configs", "recommended", "explain", "notes"}, list(d)
+assert set(d) == {"snapshot", "configs", "recommended", "recommended_reserved", "recommendation_withheld",
+        "explain", "notes"}, list(d)
 rows = d["configs"]
 assert rows[0]["source"] == "recorded", rows[0]["source"]
 assert len(rows) > 5 and all(r["source"] == "sweep" for r in rows[1:])
@@ -139,11 +140,20 @@ for line, row in zip(body, doc["configs"]):
     assert line.startswith(name + " "), (line, name)
     assert " " + row["source"] + " " in line, (line, row["source"])
     assert re.search(r"\d+\.\d (KiB|MiB|GiB)", line), line
-rec = doc["recommended"]
-if rec:
-    m = re.search(r"^recommended: (.*)$", text, re.M)
-    assert m and m.group(1) == (rec["config"] or "(torch default)"), m and m.group(0)
-    assert "%d bytes (%.2f%%)" % (rec["saving_bytes"], rec["saving_percent"]) in text.replace("\n  ", " ")
+for key, title in (("recommended", "to fit under a cap"), ("recommended_reserved", "to hold less memory")):
+    rec = doc[key]
+    at = text.index(title)
+    block = text[at:].split("\n")[1:3]
+    if rec:
+        assert rec["setting"] in block[0], (block, rec["setting"])
+        if rec["is_recorded"]:
+            assert "keep the recorded settings" in block[0], block
+        elif rec["saving_bytes"]:
+            assert "%d bytes (%.2f%%) below" % (rec["saving_bytes"], rec["saving_percent"]) in text, rec
+        else:
+            assert "the same " in text, rec
+    else:
+        assert block[0].startswith("  none: "), block
 assert "notes:" in text
 print("table ok:", len(body), "rows")
 PY
@@ -163,7 +173,7 @@ assert d["snapshot"]["limit"] == 40 << 30
 PY
 run 0 "tcuda whatif: wrote $tmp/p.html" whatif --html "$tmp/p.html" --config max_split_size_mb:64 \
   "$data/side_stream.pickle"
-grep -q "^recommended\|^config " "$tmp/out" || bad "whatif --html did not print the table"
+grep -q "^to fit under a cap\|^config " "$tmp/out" || bad "whatif --html did not print the table"
 grep -q "Content-Security-Policy" "$tmp/p.html" || bad "the page has no Content-Security-Policy"
 grep -q "@@NONCE@@\|@@DATA@@" "$tmp/p.html" && bad "the page kept a template marker"
 # (the SVG namespace is a name, not a place)

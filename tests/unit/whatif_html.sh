@@ -127,7 +127,7 @@ PY
 # ---- tf_limit under its recorded fraction: every row has a first OOM ----
 "$CLI" whatif --fraction "$FRACTION" --html "$W/limit.html" "$DATA/tf_limit.pickle" > "$W/limit.txt" 2>"$W/err" \
   || fail "whatif --html tf_limit: $(cat "$W/err")"
-grep -q "^recommended" "$W/limit.txt" || fail "whatif --html printed no table"
+grep -q "^to fit under a cap" "$W/limit.txt" || fail "whatif --html printed no table"
 grep -q "Content-Security-Policy" "$W/limit.html" || fail "no Content-Security-Policy in the page"
 grep -o 'https\?://[^"'"'"' <>]*' "$W/limit.html" | grep -vx 'http://www.w3.org/2000/svg' \
   && fail "the page references the network"
