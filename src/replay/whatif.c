@@ -93,7 +93,7 @@ static void bound_by_ooms(const tc_tsnap *h, tc_whatif_limit *L) {
     case HOP_OOM: {
       uint64_t rounded = tc_alloc_round_size(&h->cfg, op->size);
       /* expandable segments map pages: at most the rounded size is new */
-      uint64_t need = h->cfg.expandable_segments ? up_grid(rounded) : tc_alloc_segment_size(rounded);
+      uint64_t need = h->cfg.expandable_segments ? up_grid(rounded) : tc_alloc_segment_size(&h->cfg, rounded);
       if (op->addr && need > op->addr) { /* device_free: the device itself had no room */
         L->device_full++;
         break;
