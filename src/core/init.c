@@ -42,6 +42,9 @@ tcuda_status tc_cuda_error(cudaError_t err, const char *func, const char *call) 
 }
 
 static const char *describe_unavailable(cudaError_t e) {
+#ifdef TCUDA_NO_CUDA
+  return "tcuda was built without CUDA";
+#endif
   switch (e) {
   case cudaErrorInsufficientDriver: return "no CUDA driver, or the driver is older than the runtime";
   case cudaErrorNoDevice: return "no CUDA-capable device is detected";
