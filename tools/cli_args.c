@@ -277,28 +277,12 @@ int cli_make_nonce(char out[33]) {
 }
 
 char *cli_read_file(const char *path, uint64_t cap, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  size_t room = 1 << 16, n = 0;
-  char *p = malloc(room);
-  int err = p ? 0 : ENOMEM;
-  while (p) {
-    if (n == room) {
-      char *q = room <= SIZE_MAX / 2 ? realloc(p, room * 2) : NULL;
-      if (!q) { free(p); p = NULL; err = ENOMEM; break; }
-      p = q;
-      room *= 2;
-    }
-    size_t want = room - n;
-    if (want > cap + 1 - n) want = (size_t)(cap + 1 - n); /* a byte past the cap shows it is exceeded */
-    size_t r = fread(p + n, 1, want, f);
-    n += r;
-    if (n > cap) { free(p); p = NULL; err = EFBIG; break; }
-    if (r < want) break;
-  }
-  if (p && ferror(f)) { free(p); p = NULL; err = EIO; }
-  fclose(f);
-  *len = n;
-  if (!p) errno = err;
-  return p;
+  char *data = NULL;
+  tcuda_status st = tcuda_input_read(path, cap, &data, len);
+  if (st == TCUDA_SUCCESS) return data;
+  if (st == TCUDA_ERROR_HOST_OUT_OF_MEMORY) errno = ENOMEM;
+  else if (st == TCUDA_ERROR_PARSE) errno = EILSEQ; /* bad gzip data */
+  else if (strstr(tcuda_last_error(), "input cap")) errno = EFBIG;
+  else if (!errno) errno = EIO; /* errno is still that of the failed open or read */
+  return NULL;
 }
