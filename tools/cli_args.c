@@ -168,52 +168,11 @@ int cli_parse_whole(const cli_cmd *c, const char *opt, const char *s, const char
 }
 
 int cli_parse_bytes(const cli_cmd *c, const char *opt, const char *s, uint64_t *v) {
-  static const struct { const char *name; uint64_t mult; } units[] = {
-      {"B", 1}, {"kB", 1000}, {"KB", 1000}, {"MB", 1000000}, {"GB", 1000000000}, {"TB", 1000000000000},
-      {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40},
-  };
-  char b[128];
-  const char *why = "expected a positive byte count, e.g. 150109880320, 80GB or 80GiB";
-  uint64_t x;
-  if (scan_u64(s, &x)) { /* plain bytes */
-    if (x) { *v = x; return 1; }
-    why = "must be more than 0 bytes";
-    goto bad;
-  }
-  /* DIGITS[.DIGITS]UNIT */
-  const char *p = s;
-  uint64_t whole = 0, frac = 0, scale = 1;
-  int digits = 0;
-  for (; isdigit((unsigned char)*p); p++, digits++) {
-    if (whole > (UINT64_MAX - 9) / 10) { why = "too large"; goto bad; }
-    whole = whole * 10 + (uint64_t)(*p - '0');
-  }
-  if (*p == '.') {
-    for (p++; isdigit((unsigned char)*p); p++, digits++) {
-      if (scale > UINT64_MAX / 100) { why = "too many decimals"; goto bad; }
-      frac = frac * 10 + (uint64_t)(*p - '0');
-      scale *= 10;
-    }
-  }
-  if (!digits) goto bad;
-  while (*p == ' ') p++;
-  for (size_t i = 0; i < sizeof units / sizeof *units; i++) {
-    if (strcmp(p, units[i].name)) continue;
-    uint64_t m = units[i].mult;
-    if (whole > UINT64_MAX / m) { why = "too large (more than 2^64-1 bytes)"; goto bad; }
-    /* frac/scale of m bytes must be whole: frac*m exactly divisible by scale */
-    unsigned __int128 fm = (unsigned __int128)frac * m;
-    if (fm % scale) { why = "not a whole number of bytes"; goto bad; }
-    uint64_t part = (uint64_t)(fm / scale);
-    if (whole * m > UINT64_MAX - part) { why = "too large (more than 2^64-1 bytes)"; goto bad; }
-    x = whole * m + part;
-    if (!x) { why = "must be more than 0 bytes"; goto bad; }
-    *v = x;
-    return 1;
-  }
-  if (*p) why = "unknown unit (kB MB GB TB are powers of 1000, KiB MiB GiB TiB powers of 1024)";
-bad:
-  cli_usage_error(c, "%s '%s': %s", opt, cli_shown(s, b, sizeof b), why);
+  /* the library's parser, which Python's size arguments share */
+  if (tcuda_size_parse(s, v) == TCUDA_SUCCESS) return 1;
+  const char *m = tcuda_last_error(), *pre = "tcuda_size_parse: size ";
+  if (!strncmp(m, pre, strlen(pre))) m += strlen(pre);
+  cli_usage_error(c, "%s %s", opt, m);
   return 0;
 }
 

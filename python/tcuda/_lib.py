@@ -239,6 +239,7 @@ _PROTOTYPES = {
     "tcuda_last_status": (c_int, []),
     "tcuda_clear_error": (None, []),
     "tcuda_string_free": (None, [c_void_p]),
+    "tcuda_size_parse": (S, [c_char_p, P(c_uint64)]),
     # version and devices
     "tcuda_version": (c_int, []),
     "tcuda_version_string": (c_char_p, []),
