@@ -38,7 +38,8 @@
  *       pairs for both modes on the simulated device (no GPU needed)
  *
  * Prints RESULT lines (format: bench/run-gpu). BENCH_ALLOC_SCALE=0.1 runs
- * fewer iterations. Without a GPU it prints SKIPPED and exits 0. */
+ * fewer iterations; BENCH_ALLOC_HOT_ONLY=1 skips (e), (i) and (j), so that
+ * two builds can alternate many short runs. Without a GPU it prints SKIPPED and exits 0. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
@@ -1116,6 +1117,9 @@ int main(int argc, char **argv) {
   } else {
     self[self_len] = 0;
   }
+  /* BENCH_ALLOC_HOT_ONLY=1: the hot-path rows only, for old-against-new runs */
+  const char *hot_only = getenv("BENCH_ALLOC_HOT_ONLY");
+  if (!hot_only || strcmp(hot_only, "1") != 0) {
   /* (e) fragmentation, each variant in its own process */
   {
     const char *variants[] = {"tcuda", "tcuda-expandable", "torch", "torch-expandable", "cudaMallocAsync"};
@@ -1143,6 +1147,8 @@ int main(int argc, char **argv) {
   policy_compare(self);
   /* (j) thread_cache:N against the default mode, in child processes */
   tcache_compare(self);
+
+  }
 
   /* (f) last: a failure inside torch's C++ may end the process */
   if (have_streams) {

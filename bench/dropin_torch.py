@@ -1,15 +1,13 @@
 #!/usr/bin/env python3
 """tcuda as torch's allocator (tcuda.torch.install()) against torch's own,
 side by side in one run. Each run is its own process: native torch, tcuda
-with policy:torch, tcuda with policy:compact; TORCH_DROPIN_ROUNDS rounds
-(default 3) in alternating order, figures the median over rounds. RESULT
-lines (format: bench/run-gpu), name torch_dropin:
+with policy:torch, tcuda with policy:compact, in rounds of alternating
+order; figures are the median over rounds. RESULT lines (format:
+bench/run-gpu), name torch_dropin:
 
-  empty_free_cpp_ns    a cached 4 KiB at::empty + free from C++ (a small
-                       torch extension, c10's allocator path: torch's own
-                       or tcuda's glue), ns per pair; ref native (target
-                       <=ref: no slower than native torch)
-  empty_free_py_ns     the same from Python (torch.empty + del)
+  empty_free_py_ns     a cached 4 KiB torch.empty + del from Python, ns per
+                       pair; ref native (target <=ref: no slower than
+                       native torch)
   step_ms              the training loop of tests/python/train_compact.py,
                        median step time, policy:torch; ref native
                        (target <=ref*1.02)
@@ -19,10 +17,21 @@ lines (format: bench/run-gpu), name torch_dropin:
                        allocated (target <=ref*1.10)
   losses_equal         1 when both tcuda runs' losses are native's bit for bit
 
+The same pair from C++ (at::empty + free through c10's allocator, tcuda's
+c10 shim against torch's) is bench_alloc's to measure: compiling a torch
+extension here took most of this script's time.
+
 Without torch, a GPU or tcuda.torch it prints SKIPPED and exits 0. libtcuda:
 TCUDA_LIBRARY, else TCUDA_BINARY_DIR/src/libtcuda.so (bench/run-gpu sets
-TCUDA_BINARY_DIR); the glue is cached in TCUDA_BINARY_DIR/torch-glue.
-TORCH_DROPIN_CYCLES: measured training cycles per run (default 8).
+TCUDA_BINARY_DIR); the glue is cached in TCUDA_BINARY_DIR/torch-glue and
+built once, before the timed runs.
+
+Size (defaults finish in about a minute on an H200 once the glue is built):
+TORCH_DROPIN_SCALE multiplies the rounds (2), the measured training cycles
+per run (6) and the Python pairs (20000); TORCH_DROPIN_ROUNDS and
+TORCH_DROPIN_CYCLES set those two directly. TORCH_DROPIN_BUDGET_S (120):
+no new round starts once the runs so far predict it would end past this
+many seconds (at least one round always runs).
 """
 import json
 import os
@@ -37,42 +46,46 @@ MIB = 1 << 20
 BACKENDS = ("native", "tcuda", "compact")
 CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "TCUDA_ALLOC_CONF",
              "TCUDA_TORCH_ALLOCATOR")
-PAIRS = 200000
-
-CPP = r"""
-#include <torch/extension.h>
-#include <chrono>
-// ns per cached 4 KiB at::empty + free, through whatever allocator torch has
-double empty_free_ns(int64_t n) {
-  auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat);
-  { auto warm = torch::empty({1024}, opts); }
-  auto t0 = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < n; i++) { auto t = torch::empty({1024}, opts); }
-  auto t1 = std::chrono::steady_clock::now();
-  return std::chrono::duration<double, std::nano>(t1 - t0).count() / (double)n;
-}
-"""
 
 
-def child(backend, cycles):
+def _env_num(name, default, kind=float):
+    """A positive number from the environment; ValueError names the variable."""
+    v = os.environ.get(name, "")
+    if not v.strip():
+        return default
+    try:
+        x = kind(v)
+    except ValueError:
+        raise ValueError("%s=%r is not a %s" % (name, v, "number" if kind is float else "whole number")) from None
+    if not x > 0:
+        raise ValueError("%s=%r must be above 0" % (name, v))
+    return x
+
+
+def sizes():
+    """(rounds, cycles, pairs) from the environment."""
+    scale = _env_num("TORCH_DROPIN_SCALE", 1.0)
+    rounds = _env_num("TORCH_DROPIN_ROUNDS", max(1, round(2 * scale)), int)
+    cycles = max(2, _env_num("TORCH_DROPIN_CYCLES", max(2, round(6 * scale)), int))  # the first is warm-up
+    pairs = max(1000, int(20000 * scale))
+    return rounds, cycles, pairs
+
+
+def child(backend, cycles, pairs):
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     if backend != "native":
         import tcuda.torch
         tcuda.torch.install()
     import torch
-    from torch.utils.cpp_extension import load_inline
-    ext = load_inline(name="tcuda_bench_empty_free", cpp_sources=[CPP], functions=["empty_free_ns"],
-                      verbose=False)
     r = {"backend": backend}
     torch.empty(1, device="cuda")
-    r["cpp_ns"] = min(ext.empty_free_ns(PAIRS) for _ in range(3))
     best = None
     for _ in range(3):
         t0 = time.perf_counter_ns()
-        for _ in range(PAIRS // 4):
+        for _ in range(pairs):
             t = torch.empty(1024, device="cuda")
             del t
-        ns = (time.perf_counter_ns() - t0) / (PAIRS // 4)
+        ns = (time.perf_counter_ns() - t0) / pairs
         best = ns if best is None else min(best, ns)
     r["py_ns"] = best
     # the training loop of tests/python/train_compact.py, on torch's API
@@ -133,9 +146,16 @@ def child(backend, cycles):
 
 
 def main():
+    try:
+        rounds, cycles, pairs = sizes()
+        budget = _env_num("TORCH_DROPIN_BUDGET_S", 120.0)
+    except ValueError as e:
+        print("torch_dropin:", e, file=sys.stderr)
+        return 2
     if len(sys.argv) == 3 and sys.argv[1] == "--child":
-        print(json.dumps(child(sys.argv[2], int(os.environ.get("TORCH_DROPIN_CYCLES", "8") or 8))))
+        print(json.dumps(child(sys.argv[2], cycles, pairs)))
         return 0
+    t_start = time.monotonic()
     try:
         import torch
     except Exception as e:  # noqa: BLE001 - any import failure means no torch here
@@ -153,13 +173,22 @@ def main():
     os.environ["PYTHONPATH"] = os.path.join(ROOT, "python") + (os.pathsep + pp if pp else "")
     sys.path.insert(0, os.path.join(ROOT, "python"))
     try:
-        import tcuda.torch  # noqa: F401
+        import tcuda.torch
+        t0 = time.monotonic()
+        tcuda.torch.build()  # once, here: the children then load it from the cache
+        print("glue ready in %.1f s" % (time.monotonic() - t0))
     except Exception as e:  # noqa: BLE001
         print("SKIPPED torch_dropin: no tcuda.torch (%s)" % e)
         return 0
-    rounds = int(os.environ.get("TORCH_DROPIN_ROUNDS", "3") or 3)
     runs, fail = {b: [] for b in BACKENDS}, []
+    round_s = []
     for rnd in range(rounds):
+        spent = time.monotonic() - t_start
+        if round_s and spent + max(round_s) > budget:
+            print("stopping after %d of %d rounds: another would end past TORCH_DROPIN_BUDGET_S=%g s"
+                  % (rnd, rounds, budget))
+            break
+        t_round = time.monotonic()
         for b in (BACKENDS if rnd % 2 == 0 else tuple(reversed(BACKENDS))):
             env = {k: v for k, v in os.environ.items() if k not in CONF_VARS}
             if b != "native":
@@ -173,21 +202,19 @@ def main():
             if b != "native" and not r.get("installed"):
                 fail.append("%s: tcuda.torch.install() did not take" % b)
             runs[b].append(r)
-    med = {b: {k: statistics.median(r[k] for r in rs) for k in ("cpp_ns", "py_ns", "step_ms")}
+        round_s.append(time.monotonic() - t_round)
+    med = {b: {k: statistics.median(r[k] for r in rs) for k in ("py_ns", "step_ms")}
            for b, rs in runs.items() if rs}
     for b, rs in runs.items():
         if rs:
             med[b]["physical_peak"] = max(r["physical_peak"] for r in rs)
             med[b]["peak_allocated"] = max(r["peak_allocated"] for r in rs)
-            print("%-7s C++ %.1f ns, Python %.1f ns per 4 KiB empty+free; step %.3f ms (rounds %s); physical peak "
+            print("%-7s Python %.1f ns per 4 KiB empty+free; step %.3f ms (rounds %s); physical peak "
                   "%.1f MiB, peak allocated %.1f MiB"
-                  % (b, med[b]["cpp_ns"], med[b]["py_ns"], med[b]["step_ms"],
-                     " ".join("%.3f" % r["step_ms"] for r in rs), med[b]["physical_peak"] / MIB,
-                     med[b]["peak_allocated"] / MIB))
+                  % (b, med[b]["py_ns"], med[b]["step_ms"], " ".join("%.3f" % r["step_ms"] for r in rs),
+                     med[b]["physical_peak"] / MIB, med[b]["peak_allocated"] / MIB))
     n, t, c = (med.get(b) for b in BACKENDS)
     if n and t:
-        print("RESULT name=torch_dropin metric=empty_free_cpp_ns tcuda=%.2f ref_name=torch ref=%.2f unit=ns "
-              "target=<=ref (no slower than native torch)" % (t["cpp_ns"], n["cpp_ns"]))
         print("RESULT name=torch_dropin metric=empty_free_py_ns tcuda=%.2f ref_name=torch ref=%.2f unit=ns "
               "target=<=ref (no slower than native torch)" % (t["py_ns"], n["py_ns"]))
         print("RESULT name=torch_dropin metric=step_ms tcuda=%.4f ref_name=torch ref=%.4f unit=ms "
@@ -203,6 +230,7 @@ def main():
         print("RESULT name=torch_dropin metric=losses_equal tcuda=%d ref_name=- ref=NA unit=bool target===1" % same)
         if not same:
             fail.append("losses differ from native torch's")
+    print("total %.1f s, %d round(s), %d measured cycles per run" % (time.monotonic() - t_start, len(round_s), cycles))
     for f in fail:
         print("FAIL:", f)
     return 1 if fail else 0

@@ -682,6 +682,17 @@ TCUDA_API tcuda_status tcuda_whatif_file(const char *snapshot_path, const tcuda_
 TCUDA_API tcuda_status tcuda_whatif_buffer(const void *data, size_t len, const tcuda_whatif_options_t *opt,
                                            char **json_out);
 
+/* Before and after a change: each snapshot replayed under its own config
+ * (opt's capacity, memory_fraction, device, max_input_bytes and
+ * work_budget; configs must be empty) and, in *json_out, {"before": {...},
+ * "after": {...}, "change": {...}, "holders_at_peak_reserved": [...],
+ * "before_explain": {...}, "after_explain": {...}}: peaks, their ratio,
+ * OOM counts and what holds the memory at each peak, side by side
+ * (docs/whatif.md, "What holds the memory"). Errors name the argument ("before" or
+ * "after") and the file. */
+TCUDA_API tcuda_status tcuda_whatif_compare_files(const char *before_path, const char *after_path,
+                                                  const tcuda_whatif_options_t *opt, char **json_out);
+
 /* @@WHATIF@@ */
 
 /* ======================================================================

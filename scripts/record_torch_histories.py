@@ -5,7 +5,10 @@ machine, with torch 2.11.
 
 Usage:
   scripts/record_torch_histories.py --out DIR [NAME ...]
-      record every run (or the named ones), each in a fresh process
+      record every run (or the named ones), each in a fresh process, and
+      print its limit, entries, OOMs, retries, peaks and pickle size. A run
+      whose limit derives from a base run (RUNS) records the base first
+      unless DIR already has its stats
   scripts/record_torch_histories.py --run WORKLOAD [--conf C] [--limit BYTES]
       run one workload once under PYTORCH_CUDA_ALLOC_CONF=C and, with
       --limit, set_per_process_memory_fraction(BYTES / total_memory); print
@@ -39,9 +42,11 @@ import time
 HERE = os.path.abspath(__file__)
 
 # name: (workload, PYTORCH_CUDA_ALLOC_CONF, limit rule, max_entries, stacks)
-# limit rule: None, or (base run, "tight" | "mid"): tight = 0.8 x the base
-# run's peak allocated (OOMs), mid = halfway between its peak allocated and
-# peak reserved (garbage collection has work to do)
+# limit rule: None, or (base run, "tight" | "mid" | "low"): tight = 0.8 x the
+# base run's peak allocated (OOMs), mid = halfway between its peak allocated
+# and peak reserved (garbage collection has work to do), low = a quarter of
+# the way (garbage collection on most new segments, and some OOMs). A base
+# run not named and not yet in DIR is recorded first.
 RUNS = {
     "tf_default": ("transformer", "", None, 1000000, False),
     "tf_expandable": ("transformer", "expandable_segments:True", None, 1000000, False),
@@ -59,12 +64,19 @@ RUNS = {
     "kv_decoder": ("kv", "", None, 1000000, False),
     "unet": ("unet", "", None, 1000000, False),
     "moe": ("moe", "", None, 1000000, False),
+    "tf_var": ("transformer_var", "", None, 1000000, False),
+    "tf_gc_var": ("transformer_var", "garbage_collection_threshold:0.6,max_split_size_mb:128", ("tf_var", "mid"),
+                  1000000, True),
+    "tf_gc_var_low": ("transformer_var", "garbage_collection_threshold:0.6,max_split_size_mb:128",
+                      ("tf_var", "low"), 1000000, True),
+    "rs3": ("streams3", "", None, 1000000, False),
 }
 
 
 # ---------------------------------------------------------------- workloads
 
-def transformer(torch, step_done):
+def transformer(torch, step_done, shapes=None):
+    """A 2-layer transformer; shapes: (batch, sequence length) per step."""
     nn = torch.nn
     torch.manual_seed(0)
     vocab, d = 4000, 256
@@ -73,9 +85,9 @@ def transformer(torch, step_done):
                            "out": nn.Linear(d, vocab)}).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     g = torch.Generator(device="cuda").manual_seed(1)
-    for i, seq in enumerate([128, 384, 96, 512, 256, 448]):
+    for bs, seq in shapes or [(8, s) for s in [128, 384, 96, 512, 256, 448]]:
         def step():
-            x = torch.randint(0, vocab, (8, seq), device="cuda", generator=g)
+            x = torch.randint(0, vocab, (bs, seq), device="cuda", generator=g)
             h = model["enc"](model["emb"](x))
             loss = nn.functional.cross_entropy(model["out"](h).flatten(0, 1), x.flatten())
             loss.backward()
@@ -83,6 +95,14 @@ def transformer(torch, step_done):
             opt.zero_grad(set_to_none=True)
             return float(loss)
         step_done(step)
+
+
+def transformer_var(torch, step_done):
+    """The transformer with batch size and sequence length changing every
+    step (96 to 8192 tokens: the logits of the largest steps are blocks
+    over 128 MiB, above max_split_size_mb:128)."""
+    transformer(torch, step_done, [(8, 128), (4, 384), (16, 96), (2, 512), (12, 256), (16, 512), (6, 448),
+                                   (10, 320), (3, 480), (14, 160), (8, 512), (1, 96)])
 
 
 def cnn(torch, step_done):
@@ -131,6 +151,56 @@ def side(torch, step_done):
             if i % 3 == 2:
                 torch.cuda.synchronize()
                 torch.cuda.empty_cache()
+            return 0.0
+        step_done(step)
+
+
+def streams3(torch, step_done):
+    """Three streams: a block made on one is used on the other two
+    (record_stream) behind long kernels there (torch.cuda._sleep, matmuls),
+    so its free stays pending across many entries and its stream makes new
+    segments meanwhile. Waiting on one stream now and then completes some
+    frees mid-step; the last step's frees are still pending at the dump (no
+    allocation follows them)."""
+    import random
+    rng = random.Random(0)
+    torch.manual_seed(0)
+    streams = [torch.cuda.current_stream(), torch.cuda.Stream(), torch.cuda.Stream()]
+    w = torch.randn(1024, 1024, device="cuda")
+    torch.cuda.synchronize()  # w is read on the side streams
+    sizes = [64 << 10, 256 << 10, 768 << 10, 1 << 20, 3 << 20, 6 << 20, 10 << 20, 24 << 20, 40 << 20]
+    cycles = 1000000  # about half a millisecond on an H200
+    for i in range(10):
+        # (stream, bytes, sleep length, matmul?) per block: drawn here, not in step(), so that an OOM
+        # (none expected) would not shift the later steps' plans
+        plan = [(rng.randrange(3), rng.choice(sizes), rng.randrange(1, 8), rng.random() < 0.3)
+                for _ in range(20)]
+
+        def step():
+            sums = []
+            for k, (si, n, ms, mm) in enumerate(plan):
+                a, b, c = streams[si], streams[(si + 1) % 3], streams[(si + 2) % 3]
+                with torch.cuda.stream(a):
+                    x = torch.ones(n // 4, device="cuda")
+                for u in (b, c):
+                    u.wait_stream(a)
+                    with torch.cuda.stream(u):
+                        torch.cuda._sleep(ms * cycles)
+                        sums.append(x[:1024].sum())
+                    x.record_stream(u)
+                if mm:
+                    # made on b, used on c behind a sleep
+                    with torch.cuda.stream(b):
+                        y = x.view(-1, 1024) @ w
+                    c.wait_stream(b)
+                    with torch.cuda.stream(c):
+                        torch.cuda._sleep(ms * cycles)
+                        sums.append(y[:1].sum())
+                    y.record_stream(c)
+                    del y
+                del x
+                if k % 7 == 6:
+                    b.synchronize()
             return 0.0
         step_done(step)
 
@@ -303,7 +373,7 @@ def moe(torch, step_done):
 
 
 WORKLOADS = {"transformer": transformer, "cnn": cnn, "side": side, "graph": graph, "kv": kv, "unet": unet,
-             "moe": moe}
+             "moe": moe, "transformer_var": transformer_var, "streams3": streams3}
 
 
 # ---------------------------------------------------------------- one process
@@ -374,7 +444,14 @@ def child(name, workload, conf, limit, max_entries, stacks, out, snapshot=""):
 def record(out, names):
     os.makedirs(out, exist_ok=True)
     done = {}
+    unknown = [n for n in names if n not in RUNS]
+    if unknown:
+        raise SystemExit("unknown run(s): %s (--list prints them)" % ", ".join(unknown))
     order = [n for n in RUNS if not names or n in names]
+    for n in list(order):
+        base = RUNS[n][2] and RUNS[n][2][0]
+        if base and base not in order and not os.path.exists(os.path.join(out, base + ".stats.json")):
+            order.append(base)
     # runs whose limit needs a base run go after it
     order.sort(key=lambda n: RUNS[n][2] is not None)
     for n in order:
@@ -386,8 +463,10 @@ def record(out, names):
                 with open(os.path.join(out, base + ".stats.json")) as fh:
                     done[base] = json.load(fh)["end"]
             pa, pr = done[base]["allocated_bytes.all.peak"], done[base]["reserved_bytes.all.peak"]
-            limit = int(0.8 * pa) if how == "tight" else (pa + pr) // 2
+            limit = {"tight": int(0.8 * pa), "mid": (pa + pr) // 2, "low": pa + (pr - pa) // 4}[how]
             limit -= limit % (2 << 20)
+            if how == "low" and limit < pa:  # a narrow gap: the 2 MiB step above the peak allocated
+                limit = pa - pa % (2 << 20) + (2 << 20)
         env = dict(os.environ)
         env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
         if conf:
@@ -400,7 +479,13 @@ def record(out, names):
                                   "" if ok else "\n" + r.stdout[-2000:] + r.stderr[-3000:]), flush=True)
         if ok:
             with open(os.path.join(out, n + ".stats.json")) as fh:
-                done[n] = json.load(fh)["end"]
+                doc = json.load(fh)
+            e = done[n] = doc["end"]
+            print("   limit %d, entries %d, %d OOMs, %d retries, peak allocated %d, peak reserved %d, "
+                  "%d segment frees, pickle %d bytes" % (
+                      limit, sum(doc["meta"]["entries"]), e.get("num_ooms", 0), e.get("num_alloc_retries", 0),
+                      e["allocated_bytes.all.peak"], e["reserved_bytes.all.peak"], e.get("num_device_free", 0),
+                      os.path.getsize(os.path.join(out, n + ".pickle"))), flush=True)
 
 
 def main(argv):

@@ -24,6 +24,7 @@ int cmd_rand(int argc, char **argv);
 int cmd_viz(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_whatif(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
 
 /* Print "tcuda <what>: <message>" for the last failed call and return 1. */
 int cli_fail(const char *what);

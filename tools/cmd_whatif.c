@@ -6,6 +6,7 @@
  * The table is printed from the document itself, read back by the small
  * JSON reader below, so the text, the JSON and the page cannot disagree. */
 #include "cli.h"
+#include "cli_json.h"
 #include "inspect/outfile.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -23,7 +24,7 @@ extern const unsigned long tcuda_whatif_html_len;
 static const cli_cmd CMD = {
     "whatif",
     "usage: tcuda whatif SNAPSHOT [--config CONF]... [--capacity BYTES] [--fraction F] [--device N]\n"
-    "                    [--threads N] [--json] [--html OUT] [--max-input BYTES] [--work-budget N]\n",
+    "                    [--threads N] [--json] [--html OUT] [--top N] [--max-input BYTES] [--work-budget N]\n",
     "  Replays the history in a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot()'s\n"
     "  pickle, or its JSON form) on the simulated device, first under the allocator settings it\n"
     "  was recorded with (row 'recorded': torch's run, reproduced), then under each --config, and\n"
@@ -48,176 +49,19 @@ static const cli_cmd CMD = {
     "          row's first-OOM stack.\n"
     CLI_MAX_INPUT_HELP
     CLI_WORK_BUDGET_HELP
+    "  --top N: after the table, what holds the memory in the recorded config's replay at peak\n"
+    "          reserved, peak allocated and the first OOM (live blocks by allocation stack, and the\n"
+    "          cached bytes that are free): the N largest holders of each (default 5; --json: all).\n"
     "  A file that is not a snapshot, or a pickle that would build objects or call anything,\n"
     "  exits 1. A history that runs out of memory succeeds (the OOMs are in the table).\n"};
 
-/* ---- reading the document back ---- */
+/* ---- reading the document back (cli_json.c) ---- */
 
-typedef struct jv {
-  char kind;         /* 'o' object, 'a' array, 's' string, 'n' number, 't' true, 'f' false, 'z' null */
-  char *text;        /* 's': the decoded string; 'n': the number as written */
-  size_t n;          /* items */
-  struct jv *items;
-  char **keys;       /* 'o' */
-} jv;
-
-typedef struct { const char *p; int depth; } jrd;
-
-static void jv_free(jv *v) {
-  for (size_t i = 0; i < v->n; i++) {
-    jv_free(&v->items[i]);
-    if (v->keys) free(v->keys[i]);
-  }
-  free(v->items);
-  free(v->keys);
-  free(v->text);
-}
-
-static void skip_ws(jrd *r) { while (*r->p == ' ' || *r->p == '\n' || *r->p == '\t' || *r->p == '\r') r->p++; }
-
-static unsigned hex4(const char *p, int *ok) {
-  unsigned v = 0;
-  for (int i = 0; i < 4; i++) {
-    char c = p[i];
-    v <<= 4;
-    if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
-    else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
-    else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
-    else { *ok = 0; return 0; }
-  }
-  return v;
-}
-
-static size_t put_utf8(char *o, unsigned cp) {
-  if (cp < 0x80) { o[0] = (char)cp; return 1; }
-  if (cp < 0x800) { o[0] = (char)(0xc0 | cp >> 6); o[1] = (char)(0x80 | (cp & 63)); return 2; }
-  if (cp < 0x10000) {
-    o[0] = (char)(0xe0 | cp >> 12); o[1] = (char)(0x80 | (cp >> 6 & 63)); o[2] = (char)(0x80 | (cp & 63));
-    return 3;
-  }
-  o[0] = (char)(0xf0 | cp >> 18); o[1] = (char)(0x80 | (cp >> 12 & 63));
-  o[2] = (char)(0x80 | (cp >> 6 & 63)); o[3] = (char)(0x80 | (cp & 63));
-  return 4;
-}
-
-/* A string at r->p (the opening quote), decoded; NULL if malformed. */
-static char *read_string(jrd *r) {
-  const char *p = r->p + 1, *q = p;
-  while (*q && *q != '"') q += *q == '\\' && q[1] ? 2 : 1;
-  if (*q != '"') return NULL;
-  char *out = malloc((size_t)(q - p) + 1), *o = out; /* decoding never lengthens */
-  if (!out) return NULL;
-  int ok = 1;
-  while (ok && p < q) {
-    if (*p != '\\') { *o++ = *p++; continue; }
-    char e = p[1];
-    p += 2;
-    switch (e) {
-    case 'n': *o++ = '\n'; break;
-    case 't': *o++ = '\t'; break;
-    case 'r': *o++ = '\r'; break;
-    case 'b': *o++ = '\b'; break;
-    case 'f': *o++ = '\f'; break;
-    case 'u': {
-      if (q - p < 4) { ok = 0; break; }
-      unsigned cp = hex4(p, &ok);
-      p += 4;
-      if (cp >= 0xd800 && cp < 0xdc00 && q - p >= 6 && p[0] == '\\' && p[1] == 'u') {
-        unsigned lo = hex4(p + 2, &ok);
-        if (lo >= 0xdc00 && lo < 0xe000) { cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00); p += 6; }
-      }
-      if (cp >= 0xd800 && cp < 0xe000) cp = 0xfffd; /* a lone surrogate */
-      o += put_utf8(o, cp);
-      break;
-    }
-    default: *o++ = e; /* \" \\ \/ */
-    }
-  }
-  if (!ok) { free(out); return NULL; }
-  *o = 0;
-  r->p = q + 1;
-  return out;
-}
-
-static int read_value(jrd *r, jv *v);
-
-static int read_items(jrd *r, jv *v, char close) {
-  size_t cap = 0;
-  r->p++;
-  skip_ws(r);
-  if (*r->p == close) { r->p++; return 1; }
-  for (;;) {
-    if (v->n == cap) {
-      cap = cap ? cap * 2 : 8;
-      jv *ni = realloc(v->items, cap * sizeof *ni);
-      if (!ni) return 0;
-      v->items = ni;
-      if (close == '}') {
-        char **nk = realloc(v->keys, cap * sizeof *nk);
-        if (!nk) return 0;
-        v->keys = nk;
-      }
-    }
-    jv *it = &v->items[v->n];
-    memset(it, 0, sizeof *it);
-    if (close == '}') {
-      skip_ws(r);
-      char *k = *r->p == '"' ? read_string(r) : NULL;
-      if (!k) return 0;
-      v->keys[v->n] = k;
-      skip_ws(r);
-      if (*r->p++ != ':') { v->n++; return 0; }
-    }
-    v->n++;
-    if (!read_value(r, it)) return 0;
-    skip_ws(r);
-    if (*r->p == ',') { r->p++; continue; }
-    if (*r->p == close) { r->p++; return 1; }
-    return 0;
-  }
-}
-
-static int read_value(jrd *r, jv *v) {
-  skip_ws(r);
-  memset(v, 0, sizeof *v);
-  char c = *r->p;
-  if (c == '{' || c == '[') {
-    if (++r->depth > 64) return 0;
-    v->kind = c == '{' ? 'o' : 'a';
-    int ok = read_items(r, v, c == '{' ? '}' : ']');
-    r->depth--;
-    return ok;
-  }
-  if (c == '"') {
-    v->kind = 's';
-    return (v->text = read_string(r)) != NULL;
-  }
-  if (c == '-' || (c >= '0' && c <= '9')) {
-    const char *q = r->p;
-    while (*q && strchr("+-.eE0123456789", *q)) q++;
-    v->kind = 'n';
-    if (!(v->text = strndup(r->p, (size_t)(q - r->p)))) return 0;
-    r->p = q;
-    return 1;
-  }
-  static const struct { const char *w; char k; } lits[] = {{"true", 't'}, {"false", 'f'}, {"null", 'z'}};
-  for (int i = 0; i < 3; i++) {
-    size_t n = strlen(lits[i].w);
-    if (!strncmp(r->p, lits[i].w, n)) { r->p += n; v->kind = lits[i].k; return 1; }
-  }
-  return 0;
-}
-
-static const jv *get(const jv *o, const char *key) {
-  if (!o || o->kind != 'o') return NULL;
-  for (size_t i = 0; i < o->n; i++)
-    if (!strcmp(o->keys[i], key)) return &o->items[i];
-  return NULL;
-}
-static int is_num(const jv *v) { return v && v->kind == 'n'; }
-static double num(const jv *v) { return is_num(v) ? strtod(v->text, NULL) : 0; }
-static unsigned long long u64(const jv *v) { return is_num(v) && v->text[0] != '-' ? strtoull(v->text, NULL, 10) : 0; }
-static const char *str(const jv *v) { return v && v->kind == 's' ? v->text : ""; }
+static const jv *get(const jv *o, const char *key) { return jv_get(o, key); }
+static int is_num(const jv *v) { return jv_is_num(v); }
+static double num(const jv *v) { return jv_num(v); }
+static unsigned long long u64(const jv *v) { return jv_u64(v); }
+static const char *str(const jv *v) { return jv_str(v); }
 
 /* ---- the table ---- */
 
@@ -399,17 +243,18 @@ static int write_page(const char *path, const char *json) {
 /* ---- the command ---- */
 
 int cmd_whatif(int argc, char **argv) {
-  enum { O_CONF = 256, O_CAP, O_FRAC, O_DEV, O_THREADS, O_JSON, O_HTML, O_MAXIN, O_BUDGET };
+  enum { O_CONF = 256, O_CAP, O_FRAC, O_DEV, O_THREADS, O_JSON, O_HTML, O_MAXIN, O_BUDGET, O_TOP };
   static const struct option longopts[] = {
       {"config", required_argument, NULL, O_CONF}, {"capacity", required_argument, NULL, O_CAP},
       {"fraction", required_argument, NULL, O_FRAC}, {"device", required_argument, NULL, O_DEV},
       {"threads", required_argument, NULL, O_THREADS}, {"json", no_argument, NULL, O_JSON},
       {"html", required_argument, NULL, O_HTML}, {"max-input", required_argument, NULL, O_MAXIN},
-      {"work-budget", required_argument, NULL, O_BUDGET}, {"help", no_argument, NULL, 'h'}, {0}};
+      {"work-budget", required_argument, NULL, O_BUDGET}, {"top", required_argument, NULL, O_TOP},
+      {"help", no_argument, NULL, 'h'}, {0}};
   static const char *configs[MAX_CONFIGS];
   tcuda_whatif_options_t o = TCUDA_WHATIF_OPTIONS_INIT;
   const char *html = NULL;
-  int json = 0, ch, rc;
+  int json = 0, ch, rc, top = 5;
   size_t nconf = 0;
   while ((ch = cli_getopt(&CMD, argc, argv, "h", longopts, &rc)) != -1) {
     const char *v = optarg;
@@ -447,6 +292,10 @@ int cmd_whatif(int argc, char **argv) {
       if (!cli_parse_whole(&CMD, "--work-budget", v, "work budget", 1, UINT64_MAX, &n)) return CLI_USAGE;
       o.work_budget = n;
       break;
+    case O_TOP:
+      if (!cli_parse_whole(&CMD, "--top", v, "count", 1, 1000000, &n)) return CLI_USAGE;
+      top = (int)n;
+      break;
     case O_HTML:
       if (!*v) return cli_usage_error(&CMD, "--html needs a file name");
       html = v;
@@ -470,9 +319,9 @@ int cmd_whatif(int argc, char **argv) {
     fputs(doc, stdout);
   } else {
     jv v;
-    jrd r = {doc, 0};
-    int ok = read_value(&r, &v) && v.kind == 'o';
+    int ok = jv_parse(doc, &v) && v.kind == 'o';
     if (ok) print_table(stdout, &v);
+    if (ok) cli_explain_print(stdout, get(&v, "explain"), top);
     jv_free(&v);
     if (!ok) {
       tcuda_string_free(doc);

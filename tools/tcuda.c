@@ -11,6 +11,7 @@ static const command commands[] = {
   {"replay", cmd_replay, "replay an allocation trace (GPU or --simulate), JSON per checkpoint"},
   {"snapshot", cmd_snapshot, "memory summary or snapshot (pickle/JSON), of a simulated trace or this process"},
   {"whatif", cmd_whatif, "a torch snapshot's history under other allocator configs or a limit (table, JSON, HTML)"},
+  {"compare", cmd_compare, "two torch snapshots (before, after a change): peaks, OOMs, what holds the memory"},
   {"viz", cmd_viz, "one self-contained HTML page from a memory snapshot (timeline, segments, summary)"},
   {"rand", cmd_rand, "torch-identical random numbers (rand, randn, randint, random_) as raw bytes"},
 };

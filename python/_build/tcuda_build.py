@@ -216,10 +216,14 @@ def build_sdist(sdist_directory, config_settings=None):
         ti.size, ti.mode, ti.mtime = len(data), 0o644, int(epoch) if epoch else int(mtime)
         tar.addfile(ti, io.BytesIO(data))
 
+    extras = _setup_module()
+    # tcuda.h, for the glue tcuda.torch compiles at first use: the wheel
+    # built from this sdist bundles it (header_files() finds it here)
+    files = [(m, os.path.join(HERE, m)) for m in members] + [(extras.SDIST_HEADER, path)
+                                                             for _, path in extras.header_files()]
     with tarfile.open(os.path.join(sdist_directory, name), "w:gz", format=tarfile.PAX_FORMAT) as tar:
         add(tar, base + "/PKG-INFO", _metadata().encode(), os.stat(os.path.join(HERE, "pyproject.toml")).st_mtime)
-        for m in members:
-            path = os.path.join(HERE, m)
+        for m, path in files:
             with open(path, "rb") as f:
                 add(tar, base + "/" + m, f.read(), os.stat(path).st_mtime)
     return name

@@ -12,7 +12,15 @@ HOOK_PTH = ("tcuda-torch-hook.pth",
             b"__import__('tcuda.torch_hook')\n")
 
 
+# Where tcuda.h sits in an sdist (beside pyproject.toml), so that a wheel
+# built from the sdist alone still carries it.
+SDIST_HEADER = "include/tcuda.h"
+
+
 def header_files():
-    """(name in the package, path): tcuda.h, which tcuda.torch compiles its glue against."""
-    path = os.path.join(REPO, "include", "tcuda.h")
-    return [("include/tcuda.h", path)] if os.path.exists(path) else []
+    """(name in the package, path): tcuda.h, which tcuda.torch compiles its glue
+    against, from the repository or, in an unpacked sdist, from its own copy."""
+    for path in (os.path.join(REPO, "include", "tcuda.h"), os.path.join(HERE, SDIST_HEADER)):
+        if os.path.exists(path):
+            return [("include/tcuda.h", path)]
+    return []

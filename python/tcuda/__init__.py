@@ -42,6 +42,7 @@ from .graphs import CUDAGraph, graph, graph_pool_handle, is_current_stream_captu
 from ._dlpack import Tensor
 from ._whatif import parse_size, whatif
 from . import comm, graphs, interop, memory, nvtx, random, streams
+from ._whatif import whatif_compare
 
 __version__ = "0.1.0"
 

@@ -319,6 +319,7 @@ _PROTOTYPES = {
     # what-if on PyTorch memory snapshots (tcuda.whatif)
     "tcuda_whatif_file": (S, [c_char_p, P(WhatifOptionsT), P(c_void_p)]),
     "tcuda_whatif_buffer": (S, [c_char_p, c_size_t, P(WhatifOptionsT), P(c_void_p)]),
+    "tcuda_whatif_compare_files": (S, [c_char_p, c_char_p, P(WhatifOptionsT), P(c_void_p)]),
     # pinned host memory
     "tcuda_host_alloc": (S, [P(c_void_p), c_size_t]),
     "tcuda_host_free": (S, [c_void_p]),

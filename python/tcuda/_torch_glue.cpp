@@ -235,12 +235,15 @@ class TcudaAllocator : public CCA::CUDAAllocator {
 
   // The context for an allocator call, gathered before tcuda takes its lock
   // (torch's recorder takes the GIL); 0 when history wants none.
-  uint64_t gather(CDA::RecordContext level) {
+  // fallback: the context a free shows when none is gathered (torch's
+  // "alloc": a block's frees show its allocation's).
+  uint64_t gather(CDA::RecordContext level, std::shared_ptr<c10::GatheredContext> fallback = nullptr) {
     if (!history.load(std::memory_order_relaxed)) return 0;
     std::shared_ptr<c10::GatheredContext> ctx;
     auto fn = recorder.load();
     int w = when.load();
     if (fn && w >= static_cast<int>(level)) ctx = fn();
+    if (!ctx) ctx = std::move(fallback);
     // as torch: an allocation's frames go on its trace entry from "alloc" up
     // (on the block from "state" up); a free's are gathered only for "all"
     bool in_trace = w >= static_cast<int>(CDA::RecordContext::ALLOC);
@@ -324,7 +327,6 @@ class TcudaAllocator : public CCA::CUDAAllocator {
     uint64_t ctx = 0, block_ctx = 0;
     int device = -1;
     int64_t prof_size = 0;
-    if (history.load(std::memory_order_relaxed)) ctx = gather(CDA::RecordContext::ALL);
     // blocks allocated while history was on keep their context until freed
     if (live_n.load(std::memory_order_relaxed)) {
       std::lock_guard<std::mutex> l(hist_mu);
@@ -335,6 +337,8 @@ class TcudaAllocator : public CCA::CUDAAllocator {
         live_n.store(live.size(), std::memory_order_relaxed);
       }
     }
+    if (history.load(std::memory_order_relaxed))
+      ctx = gather(CDA::RecordContext::ALL, block_ctx ? ctx_get(block_ctx).ctx : nullptr);
     if (C10_UNLIKELY(prof_n.load(std::memory_order_relaxed))) {
       std::lock_guard<std::mutex> l(prof_mu);
       auto it = prof_sizes.find(p);
@@ -372,6 +376,16 @@ class TcudaAllocator : public CCA::CUDAAllocator {
   // ---- c10::DeviceAllocator ----
   bool initialized() override { return true; }
   void emptyCache(MempoolId_t mempool_id) override {
+    // as torch's emptyCache: the segment frees it records carry the
+    // caller's context under "all" and the user metadata always
+    uint64_t ctx = gather(CDA::RecordContext::ALL);
+    ThreadContext tc(ctx);
+    struct Release {
+      uint64_t id;
+      ~Release() {
+        if (id) ctx_release(nullptr, id);
+      }
+    } release{ctx};
     if (mempool_id.first != 0 || mempool_id.second != 0) {
       // MemPool's destructor, after its last releasePool: the unused pools'
       // free segments go, the default cache stays. A destructor must not
@@ -567,11 +581,26 @@ class TcudaAllocator : public CCA::CUDAAllocator {
       size_t count = 0;
       check(tcuda_memory_history(d, &e, &count), "tcuda_memory_history");
       std::unique_ptr<tcuda_history_entry_t, void (*)(tcuda_history_entry_t*)> hold(e, tcuda_memory_history_free);
+      // each segment's allocation context, for its free (torch's "alloc"
+      // shows a segment's free with the context the segment was made in)
+      std::unordered_map<uint64_t, uint64_t> seg_ctx;
       for (size_t i = 0; i < count; i++) {
         const tcuda_history_entry_t& x = e[i];
         const char* name = tcuda_history_action_name(x.action);
-        if (skipped(name)) continue;
+        bool seg_made = x.action == TCUDA_HISTORY_SEGMENT_ALLOC || x.action == TCUDA_HISTORY_SEGMENT_MAP;
+        bool seg_gone = x.action == TCUDA_HISTORY_SEGMENT_FREE || x.action == TCUDA_HISTORY_SEGMENT_UNMAP;
+        if (seg_made && x.context) seg_ctx[x.addr] = x.context;
         CtxRec r = x.context ? ctx_get(x.context) : CtxRec{};
+        if (seg_gone) {
+          auto it = seg_ctx.find(x.addr);
+          if (!r.ctx && it != seg_ctx.end()) {
+            CtxRec made = ctx_get(it->second);
+            r.ctx = made.ctx;
+            if (!x.context) r.in_trace = made.in_trace;
+          }
+          if (it != seg_ctx.end() && x.action == TCUDA_HISTORY_SEGMENT_FREE) seg_ctx.erase(it);
+        }
+        if (skipped(name)) continue;
         bool keep = r.in_trace;
         CDA::TraceEntry te(static_cast<CDA::TraceEntry::Action>(x.action), static_cast<DeviceIndex>(d), x.addr,
                            x.size, reinterpret_cast<void*>(static_cast<intptr_t>(x.stream)), MempoolId_t{0, 0}, 0,

@@ -116,21 +116,36 @@ def parse_size(text, name="size"):
     return out.value
 
 
-def _size_arg(name, v):
+def _size_arg(F, name, v):
     try:
         return parse_size(v, name)
     except (TypeError, ValueError) as e:
-        raise type(e)("tcuda.whatif: %s" % e) from None
+        raise type(e)("%s: %s" % (F, e)) from None
 
 
-def _whole(name, v, lo, hi, noun):
+def _capacity_arg(F, capacity):
+    n = _size_arg(F, "capacity", capacity)
+    if n < _GRID:
+        raise ValueError("%s: capacity %r: under 2 MiB, the allocator's grid" % (F, capacity))
+    return n
+
+
+def _whole(F, name, v, lo, hi, noun):
     """The CLI's rule for a whole-number option (cli_parse_whole), with its words."""
     if not _is_int(v):
-        raise TypeError("tcuda.whatif: %s must be an int, not %s" % (name, type(v).__name__))
+        raise TypeError("%s: %s must be an int, not %s" % (F, name, type(v).__name__))
     if not lo <= v <= hi:
-        raise ValueError("tcuda.whatif: %s %d is not a valid %s: %s %d"
-                         % (name, v, noun, "at least" if v < lo else "at most", lo if v < lo else hi))
+        raise ValueError("%s: %s %d is not a valid %s: %s %d"
+                         % (F, name, v, noun, "at least" if v < lo else "at most", lo if v < lo else hi))
     return v
+
+
+def _budget_arg(F, work_budget):
+    if not _is_int(work_budget):
+        raise TypeError("%s: work_budget must be an int or None, not %s" % (F, type(work_budget).__name__))
+    n = uint64_arg(work_budget, "work_budget")
+    _whole(F, "work_budget", work_budget, 1, (1 << 64) - 1, "work budget")
+    return n
 
 
 def whatif(snapshot, configs=None, capacity=None, fraction=None, device=0, *, threads=None, series_points=0,
@@ -187,10 +202,7 @@ def whatif(snapshot, configs=None, capacity=None, fraction=None, device=0, *, th
         opts.configs = ctypes.cast(keep, ctypes.POINTER(c_char_p))
         opts.num_configs = len(configs)
     if capacity is not None:
-        n = _size_arg("capacity", capacity)
-        if n < _GRID:
-            raise ValueError("tcuda.whatif: capacity %r: under 2 MiB, the allocator's grid" % (capacity,))
-        opts.capacity = n
+        opts.capacity = _capacity_arg("tcuda.whatif", capacity)
     if fraction is not None:
         if not isinstance(fraction, numbers.Real) or isinstance(fraction, bool):
             raise TypeError("tcuda.whatif: fraction must be a number in (0, 1] or None, not %s"
@@ -200,20 +212,17 @@ def whatif(snapshot, configs=None, capacity=None, fraction=None, device=0, *, th
         opts.memory_fraction = float(fraction)
     # The CLI's ranges and words (tools/cmd_whatif.c): --device, --threads,
     # --work-budget.
-    _whole("device", device, 0, 1023, "device index")
+    _whole("tcuda.whatif", "device", device, 0, 1023, "device index")
     if threads is not None:
-        _whole("threads", threads, 1, 256, "thread count")
+        _whole("tcuda.whatif", "threads", threads, 1, 256, "thread count")
     if not _is_int(series_points):
         raise TypeError("tcuda.whatif: series_points must be an int, not %s" % type(series_points).__name__)
     if series_points < 0:
         raise ValueError("tcuda.whatif: series_points %d is negative" % series_points)
     if max_input is not None:
-        opts.max_input_bytes = _size_arg("max_input", max_input)
+        opts.max_input_bytes = _size_arg("tcuda.whatif", "max_input", max_input)
     if work_budget is not None:
-        if not _is_int(work_budget):
-            raise TypeError("tcuda.whatif: work_budget must be an int or None, not %s" % type(work_budget).__name__)
-        opts.work_budget = uint64_arg(work_budget, "work_budget")
-        _whole("work_budget", work_budget, 1, (1 << 64) - 1, "work budget")
+        opts.work_budget = _budget_arg("tcuda.whatif", work_budget)
     opts.device = int_arg(device, "device")
     opts.threads = int_arg(threads or 0, "threads")
     opts.series_points = int_arg(series_points, "series_points")
@@ -223,4 +232,48 @@ def whatif(snapshot, configs=None, capacity=None, fraction=None, device=0, *, th
         check(lib.tcuda_whatif_file(path, byref(opts), byref(out)))
     else:
         check(lib.tcuda_whatif_buffer(data, len(data), byref(opts), byref(out)))
+    return json.loads(take_string(out))
+
+
+def whatif_compare(before, after, capacity=None, fraction=None, device=None, *, max_input=None, work_budget=None):
+    """Two snapshots, before and after a change, each replayed under its own
+    recorded config: returns the library's document as a dict, {"before":
+    {...}, "after": {...}, "change": {...}, "holders_at_peak_reserved":
+    [...], "before_explain": {...}, "after_explain": {...}} (peaks, their
+    ratio, OOM counts, and what holds the memory at each peak; docs/whatif.md,
+    "What holds the memory"). The same as `tcuda compare BEFORE AFTER --json`.
+
+    before, after: paths (str or os.PathLike) to _dump_snapshot()'s pickles
+        or their JSON form, either gzipped (.pickle.gz), or one of them "-"
+        for standard input. Errors name the argument ("before: PATH: ...").
+    capacity, fraction, max_input, work_budget: as for tcuda.whatif.
+    device: whose history; None: 0, and both snapshots must record as many
+        devices.
+    """
+    F = "tcuda.whatif_compare"
+    paths = []
+    for name, p in (("before", before), ("after", after)):
+        if not isinstance(p, (str, os.PathLike)):
+            raise TypeError("%s: %s must be a path (str or os.PathLike), not %s" % (F, name, type(p).__name__))
+        paths.append(c_path(p, name))
+    opts = WhatifOptionsT()
+    opts.struct_size = ctypes.sizeof(WhatifOptionsT)
+    opts.device = -1
+    if capacity is not None:
+        opts.capacity = _capacity_arg(F, capacity)
+    if fraction is not None:
+        if not isinstance(fraction, numbers.Real) or isinstance(fraction, bool):
+            raise TypeError("%s: fraction must be a number in (0, 1] or None, not %s" % (F, type(fraction).__name__))
+        if not 0 < fraction <= 1:
+            raise ValueError("%s: fraction %r is not in (0, 1] (None: no limit)" % (F, fraction))
+        opts.memory_fraction = float(fraction)
+    # the CLI's ranges and words (tools/cmd_compare.c), as tcuda.whatif
+    if device is not None:
+        opts.device = int_arg(_whole(F, "device", device, 0, 1023, "device index"), "device")
+    if max_input is not None:
+        opts.max_input_bytes = _size_arg(F, "max_input", max_input)
+    if work_budget is not None:
+        opts.work_budget = _budget_arg(F, work_budget)
+    out = c_void_p()
+    check(lib.tcuda_whatif_compare_files(paths[0], paths[1], byref(opts), byref(out)))
     return json.loads(take_string(out))

@@ -376,7 +376,8 @@ static SLOW_PATH tcuda_status malloc_miss(tc_alloc *a, params *p, int cap) {
   return TCUDA_SUCCESS;
 }
 
-HOT_INLINE tcuda_status malloc_locked(tc_alloc *a, uint64_t orig, uint64_t stream, uint64_t *addr) {
+/* The block itself, for thread_cache's miss path, which tracks it. */
+HOT_INLINE tcuda_status malloc_block(tc_alloc *a, uint64_t orig, uint64_t stream, tc_block **out) {
   int cap = capturing(a);
   tcuda_status s = reserve_blocks(a, 4);
   if (!s) s = ht_reserve(a);
@@ -389,9 +390,15 @@ HOT_INLINE tcuda_status malloc_locked(tc_alloc *a, uint64_t orig, uint64_t strea
     if (pp) p.pool = pp;
   }
   if (!get_free_block(a, &p) && (s = malloc_miss(a, &p, cap))) return s;
-  tc_block *b = alloc_found_block(a, &p, orig, should_split(a, p.block, p.size));
-  *addr = b->addr;
+  *out = alloc_found_block(a, &p, orig, should_split(a, p.block, p.size));
   return TCUDA_SUCCESS;
+}
+
+HOT_INLINE tcuda_status malloc_locked(tc_alloc *a, uint64_t orig, uint64_t stream, uint64_t *addr) {
+  tc_block *b;
+  tcuda_status s = malloc_block(a, orig, stream, &b);
+  if (!s) *addr = b->addr;
+  return s;
 }
 
 /* ------------------------------------------------------------------ */
@@ -438,8 +445,12 @@ static SLOW_PATH tcuda_status malloc_tcache(tc_alloc *a, uint64_t size, uint64_t
     if (rs <= TC_TCACHE_MAX && tc_tcache_take(a, c, size, rs, stream, addr)) return TCUDA_SUCCESS;
   }
   lk_lock(&a->mu);
-  tcuda_status s = malloc_locked(a, size, stream, addr);
-  if (!s && c) tc_tcache_track(a, c, ht_find(a, *addr));
+  tc_block *b;
+  tcuda_status s = malloc_block(a, size, stream, &b);
+  if (!s) {
+    *addr = b->addr;
+    if (c) tc_tcache_track(a, c, b);
+  }
   unlock_serving(a);
   return s;
 }

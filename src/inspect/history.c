@@ -79,10 +79,10 @@ static void kept_put(struct kept_map *m, uint64_t addr, void *const *pcs, int n)
 }
 
 /* Remove addr's stack, copying it to pcs when pcs is not NULL; returns its
- * frame count (0 when none was kept). */
+ * frame count, or -1 when none was kept. */
 static int kept_take(struct kept_map *m, uint64_t addr, void **pcs) {
   struct kept_stack *x = kept_find(m, addr);
-  if (!x) return 0;
+  if (!x) return -1;
   int n = x->n;
   if (pcs && n) memcpy(pcs, x->pcs, (size_t)n * sizeof *pcs);
   /* backward-shift deletion keeps every probe run unbroken */
@@ -255,9 +255,14 @@ tcuda_status tc_history_configure(tc_history *h, size_t max_entries, int stacks)
  * allocating events their own, a block's frees its allocation stack and a
  * segment's free or unmap the segment's; 3 ("state") none. A snapshot
  * entry has none. pcs holds the n frames just taken, and gets the entry's;
- * returns their count. Keeps the stacks these rules and the snapshot need. */
-static int entry_stack(tc_history *h, int mode, tc_trace_action action, uint64_t addr, void **pcs, int n) {
-  int keep = n, k;
+ * returns their count. Keeps the stacks these rules and the snapshot need.
+ * *framed: whether torch's entry would carry a context at all (its
+ * snapshot then has a "frames" key, possibly empty): under "all" every
+ * entry but a snapshot; under "alloc" the allocating ones and the frees of
+ * blocks and segments whose allocation context was kept; else none. */
+static int entry_stack(tc_history *h, int mode, tc_trace_action action, uint64_t addr, void **pcs, int n,
+                       int *framed) {
+  int keep = n, k, own = mode == 1 || mode == 2;
   pthread_mutex_lock(&h->kept_mu);
   switch (action) {
   case TC_TRACE_ALLOC: kept_put(&h->blocks, addr, pcs, n); break;
@@ -267,29 +272,31 @@ static int entry_stack(tc_history *h, int mode, tc_trace_action action, uint64_t
     if (mode == 2) {
       struct kept_stack *x = kept_find(&h->blocks, addr);
       keep = x ? x->n : 0;
+      own = x != NULL;
       if (keep) memcpy(pcs, x->pcs, (size_t)keep * sizeof *pcs);
     }
     break;
   case TC_TRACE_FREE_COMPLETED:
     k = kept_take(&h->blocks, addr, mode == 2 ? pcs : NULL);
-    if (mode == 2) keep = k;
+    if (mode == 2) keep = k < 0 ? 0 : k, own = k >= 0;
     break;
   case TC_TRACE_SEGMENT_FREE:
   case TC_TRACE_SEGMENT_UNMAP:
     k = kept_take(&h->segs, addr, mode == 2 ? pcs : NULL);
-    if (mode == 2) keep = k;
+    if (mode == 2) keep = k < 0 ? 0 : k, own = k >= 0;
     break;
-  case TC_TRACE_SNAPSHOT: keep = 0; break;
+  case TC_TRACE_SNAPSHOT: keep = 0, own = 0; break;
   default: break; /* oom: its own */
   }
   pthread_mutex_unlock(&h->kept_mu);
+  *framed = own;
   return mode == 3 ? 0 : keep;
 }
 
 void tc_history_trace(void *ctx, tc_trace_action action, uint64_t addr, uint64_t size, uint64_t stream) {
   tc_history *h = ctx;
   void *pcs[TC_HISTORY_DEPTH + 1];
-  int np = 0;
+  int np = 0, framed = 0;
   int mode = atomic_load_explicit(&h->stacks, memory_order_relaxed);
   if (mode) {
     /* only events that start a stack, or that keep their own, take one */
@@ -299,13 +306,13 @@ void tc_history_trace(void *ctx, tc_trace_action action, uint64_t addr, uint64_t
       np = backtrace(pcs, TC_HISTORY_DEPTH + 1) - 1; /* drop this function's own frame */
       if (np < 0) np = 0;
     }
-    np = entry_stack(h, mode, action, addr, pcs + 1, np);
+    np = entry_stack(h, mode, action, addr, pcs + 1, np, &framed);
   }
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   tc_history_entry x = {.addr = addr, .size = size, .stream = stream,
                      .time_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000, .ctx = tl_ctx,
-                     .action = (uint8_t)action, .nframes = (uint8_t)np};
+                     .action = (uint8_t)action, .nframes = (uint8_t)np, .framed = (uint8_t)framed};
   if (x.ctx) {
     uintptr_t ret = atomic_load_explicit(&g_retain, memory_order_acquire);
     if (ret) {

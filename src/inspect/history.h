@@ -20,6 +20,7 @@ typedef struct tc_history_entry {
   uint8_t action;  /* tc_trace_action */
   uint8_t nframes; /* 0 without stacks */
   uint8_t held;    /* ctx was retained through the hooks: release it when the entry goes */
+  uint8_t framed;  /* carries a context, as torch's entry does: the snapshot writes its "frames" */
 } tc_history_entry;
 
 /* One recorder. Its tc_history_trace is a tc_trace_fn: pass the recorder

@@ -503,8 +503,12 @@ static void document(em *e, symtab *t, const tc_snapshot_doc *d) {
       str(e, "N/A");
       key(e, "user_metadata");
       str(e, "");
-      key(e, "frames");
-      frames_value(e, t, c, i);
+      /* torch writes "frames" on a trace entry only when it carries a
+       * context (src/inspect/history.c: entry_stack says which do) */
+      if (x->framed) {
+        key(e, "frames");
+        frames_value(e, t, c, i);
+      }
       close_(e, 1);
     }
     close_(e, 0);

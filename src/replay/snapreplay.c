@@ -475,6 +475,8 @@ static tcuda_status run_ops(hr *r, tc_tsrun_result *res, const tc_alloc_config *
         rset_clear(&r->pend);
       }
     }
+    size_t req_at = req;
+    uint64_t got = 0;
     switch (op->kind) {
     case HOP_ALLOC:
     case HOP_OOM: {
@@ -499,6 +501,7 @@ static tcuda_status run_ops(hr *r, tc_tsrun_result *res, const tc_alloc_config *
         p = 0;
       }
       if (op->kind == HOP_ALLOC && op->slot < h->num_slots) r->addr[op->slot] = p;
+      got = op->kind == HOP_ALLOC ? p : 0;
       req++;
       break;
     }
@@ -523,6 +526,7 @@ static tcuda_status run_ops(hr *r, tc_tsrun_result *res, const tc_alloc_config *
     default:
       break;
     }
+    if (!s && o->on_op) s = o->on_op(o->op_user, r->a, i, req_at, got);
     if (!s && ss.n && ((i + 1) % ss.per == 0)) series_point(r, res, &ss, i);
   }
   if (!s && ss.n) series_point(r, res, &ss, h->num_ops ? h->num_ops - 1 : 0);

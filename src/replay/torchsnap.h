@@ -147,6 +147,10 @@ typedef struct tc_tsrun_opts {
   /* each request that fails: its position among the requests, and torch's message */
   void (*on_oom)(void *user, unsigned request, const char *message);
   void *oom_user;
+  /* after each op: its index, the requests before it (alloc and oom ops),
+   * and the block an alloc op got (0: none); explain.c reads the state */
+  tcuda_status (*on_op)(void *user, tc_alloc *a, size_t op, size_t request, uint64_t addr);
+  void *op_user;
   /* series: up to series_points maxima of reserved and allocated bytes */
   int series_points;
 } tc_tsrun_opts;

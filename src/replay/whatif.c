@@ -11,6 +11,7 @@
  * "no OOM" non-monotone and the check below fails, the search goes on
  * under it. */
 #include "core/core.h"
+#include "explain.h"
 #include "inspect/jsonwrite.h"
 #include "whatif.h"
 #include <pthread.h>
@@ -275,7 +276,12 @@ static tcuda_status document(const char *F, tc_tsnap *h, const tcuda_whatif_opti
   if (h->has_private_pools)
     NOTE("CUDA graph private pools are replayed as the default pool of their stream");
 #undef NOTE
-  tc_sbuf_puts(&b, "]}\n");
+  tc_sbuf_puts(&b, "],\n \"explain\": ");
+  if ((s = tc_explain_json(F, h, cap, o->memory_fraction, 0, &b))) {
+    tc_sbuf_free(&b);
+    return s;
+  }
+  tc_sbuf_puts(&b, "}\n");
   if (!(*out = tc_sbuf_take(&b))) return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", F);
   return TCUDA_SUCCESS;
 }

@@ -201,6 +201,37 @@ def history_state_mode(torch, mode, ctx):
 
 
 @section
+def flush_history_context(torch, mode, ctx):
+    """empty_cache under each context, as PyTorch's test_memory_plots_free_segment_stack
+    and test_memory_plots_metadata: its segment frees carry the caller's
+    frames under "all" only, and every event the metadata set before."""
+    out = {}
+    for context in ("alloc", "all", "state"):
+        torch.cuda.empty_cache()
+        torch.cuda.memory._set_memory_metadata("md-" + context)
+        torch.cuda.memory._record_memory_history(context=context, stacks="python")
+        x = torch.rand(3, 4, device="cuda")
+        del x
+        torch.cuda.empty_cache()
+        torch.cuda.memory._set_memory_metadata("")
+        snap = torch.cuda.memory._snapshot()
+        torch.cuda.memory._record_memory_history(None)
+        trace = snap["device_traces"][0]
+        frees = [t for t in trace if t["action"] == "segment_free"]
+        assert frees, [t["action"] for t in trace]
+        out[context] = {
+            "segment_free_names_empty_cache": any(f["name"] == "empty_cache" for t in frees
+                                                  for f in t.get("frames") or []),
+            "empty_cache_anywhere": '"empty_cache"' in json.dumps(snap),
+            "metadata": sorted({t.get("user_metadata") for t in trace}),
+            "actions_with_frames_key": sorted({t["action"] for t in trace if "frames" in t})}
+        assert out[context]["metadata"] == ["md-" + context], out[context]["metadata"]
+    assert out["all"]["segment_free_names_empty_cache"], out
+    assert not out["alloc"]["empty_cache_anywhere"] and not out["state"]["empty_cache_anywhere"], out
+    return out
+
+
+@section
 def threads_with_history(torch, mode, ctx):
     """History on while Python threads and autograd's own thread allocate:
     the glue gathers frames (the GIL) before tcuda's lock, so nothing

@@ -1,5 +1,7 @@
-"""Workloads with tcuda as torch's allocator (tcuda.torch.install()), each
-run in a fresh process on three backends and compared:
+"""Workloads with tcuda as torch's allocator (tcuda.torch.install()), run
+on three backends, each backend in a fresh process of its own that runs
+every workload in turn (the cache emptied and the peaks reset between
+them), and compared:
 
   native   torch's own allocator
   tcuda    tcuda, TCUDA_ALLOC_CONF=policy:torch (torch-identical placement)
@@ -23,14 +25,21 @@ the allocated bytes step by step and its physical peak within
 max(1.10 x, +4 MiB) of torch's peak allocated. (As tests/python/train_compact.py
 does for the pluggable path.)
 
-    python3 torch_workloads.py [--only NAME]          # all backends, compare; exit 1 on a difference
-    python3 torch_workloads.py --backend B --only NAME  # one run, JSON out
+One process per backend keeps the whole run near a minute on an H200 (a
+process costs seconds to import torch and start CUDA and cuDNN); the glue
+is built once, before the runs.
+
+    python3 torch_workloads.py [--only NAME]            # all backends, compare; exit 1 on a difference
+    python3 torch_workloads.py --backend B [--only NAME]  # one backend's runs, JSON out
 """
 import argparse
+import gc
 import json
 import os
 import subprocess
 import sys
+import time
+import traceback
 
 MIB = 1 << 20
 BACKENDS = ("native", "tcuda", "compact")
@@ -244,15 +253,20 @@ def w_stream(torch, probe):
     return {"losses": sums}
 
 
-def run(backend, name):
-    torch = setup(backend)
+def run(torch, backend, name):
+    c = torch.cuda
+    gc.collect()
+    c.synchronize()
+    c.empty_cache()
+    c.reset_peak_memory_stats(0)
+    allocs0 = int(c.memory_stats(0).get("allocation.all.allocated", 0))
     probe = Probe(torch)
     r = globals()["w_" + name](torch, probe)
     r["steps"] = probe.steps
     r["physical_peak"] = probe.peak
-    st = torch.cuda.memory_stats(0)
+    st = c.memory_stats(0)
     r["peak_allocated"] = int(st.get("allocated_bytes.all.peak", 0))
-    r["num_allocs"] = int(st.get("allocation.all.allocated", 0))
+    r["num_allocs"] = int(st.get("allocation.all.allocated", 0)) - allocs0
     if backend != "native":
         import tcuda.torch
         r["installed"] = tcuda.torch.is_installed()
@@ -261,17 +275,35 @@ def run(backend, name):
     return r
 
 
-def child(backend, name):
+def run_all(backend, names):
+    """{name: result or {"error": text}}: one workload's failure leaves the rest to run."""
+    torch = setup(backend)
+    out = {}
+    for name in names:
+        try:
+            out[name] = run(torch, backend, name)
+        except Exception:  # noqa: BLE001 - reported per workload, compared as a failure
+            out[name] = {"error": traceback.format_exc()[-3000:]}
+        finally:
+            torch.cuda.set_per_process_memory_fraction(1.0, 0)
+    return out
+
+
+def child(backend, names):
     env = dict(os.environ)
     for k in CONF_VARS + ("TCUDA_TORCH_ALLOCATOR",):
         env.pop(k, None)
     if backend != "native":
         env["TCUDA_ALLOC_CONF"] = "policy:" + ("compact" if backend == "compact" else "torch")
-    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--backend", backend, "--only", name],
-                       env=env, capture_output=True, text=True, timeout=600)
+    argv = [sys.executable, os.path.abspath(__file__), "--backend", backend]
+    if len(names) == 1:
+        argv += ["--only", names[0]]
+    try:
+        p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=400)
+    except subprocess.TimeoutExpired:
+        return None, "%s: the run did not finish in 400 s" % backend
     if p.returncode != 0:
-        return None, "%s on %s failed (exit %d):\n%s" % (name, backend, p.returncode,
-                                                          (p.stdout + p.stderr)[-3000:].strip())
+        return None, "%s failed (exit %d):\n%s" % (backend, p.returncode, (p.stdout + p.stderr)[-3000:].strip())
     return json.loads(p.stdout.strip().splitlines()[-1]), None
 
 
@@ -329,16 +361,29 @@ def main(argv=None):
     ap.add_argument("--backend", choices=BACKENDS)
     ap.add_argument("--only", choices=WORKLOADS)
     a = ap.parse_args(argv)
+    names = [a.only] if a.only else list(WORKLOADS)
     if a.backend:
-        print(json.dumps(run(a.backend, a.only or "cnn"), default=str))
+        print(json.dumps(run_all(a.backend, names), default=str))
         return 0
-    fails = []
-    for name in ([a.only] if a.only else WORKLOADS):
+    t0 = time.monotonic()
+    import tcuda.torch
+    tcuda.torch.build()  # once, before the runs: the children load it from the cache
+    print("glue ready in %.1f s" % (time.monotonic() - t0))
+    fails, per_backend = [], {}
+    for b in BACKENDS:
+        t = time.monotonic()
+        r, why = child(b, names)
+        print("%s: %.1f s" % (b, time.monotonic() - t))
+        if why:
+            fails.append(why)
+        else:
+            per_backend[b] = r
+    for name in names:
         res = {}
-        for b in BACKENDS:
-            r, why = child(b, name)
-            if why:
-                fails.append(why)
+        for b, rs in per_backend.items():
+            r = rs.get(name)
+            if r is None or "error" in r:
+                fails.append("%s on %s raised:\n%s" % (name, b, (r or {}).get("error", "no result")))
             else:
                 res[b] = r
         f = compare(name, res)
@@ -350,6 +395,7 @@ def main(argv=None):
         if name == "oom" and "native" in res:
             extra += ", native halvings %s" % [h for h, _ in res["native"]["halvings"]]
         print("%s %s (%s%s)" % ("FAIL" if f or len(res) < 3 else "ok  ", name, ", ".join(sorted(res)), extra))
+    print("total %.1f s" % (time.monotonic() - t0))
     for f in fails:
         print("FAIL:", f)
     return 1 if fails else 0

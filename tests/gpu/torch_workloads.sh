@@ -10,4 +10,4 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../tools/torch_gpu.sh"
 "$py" -c "import tcuda.torch" 2> /dev/null || { echo "SKIPPED: no tcuda.torch in this tree"; exit 77; }
 export TCUDA_TORCH_CACHE="${TCUDA_TORCH_CACHE:-${TCUDA_BINARY_DIR}/torch-glue}"
-exec timeout 580 "$py" "$HERE/torch_workloads.py"
+exec timeout 300 "$py" "$HERE/torch_workloads.py"

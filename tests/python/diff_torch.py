@@ -489,11 +489,16 @@ def names_section(torch, cuda, tcuda_mode, out, info):
         trace = snap["device_traces"][0] if snap["device_traces"] else []
         live = [b for s in snap["segments"] for b in s["blocks"] if b["address"] == keep]
         seg_free = [e for e in trace if e["action"] == "segment_free"]
+        # torch writes "frames" only on entries that carry a context
+        # (none under "state", no snapshot entry ever): read it with get()
         r["frames_" + context] = {
             "live_block_has_frames": bool(live and live[0]["frames"]),
-            "segment_free_has_frames": any(e["frames"] for e in seg_free),
-            "segment_free_names_empty_cache": any("empty_cache" in f["name"] for e in seg_free for f in e["frames"]),
-            "entries_have_frames": any(e["frames"] for e in trace)}
+            "segment_free_has_frames": any(e.get("frames") for e in seg_free),
+            "segment_free_names_empty_cache": any("empty_cache" in f["name"] for e in seg_free
+                                                  for f in e.get("frames") or []),
+            "entries_have_frames": any(e.get("frames") for e in trace),
+            "actions_with_frames_key": sorted({e["action"] for e in trace if "frames" in e}),
+            "actions_without_frames_key": sorted({e["action"] for e in trace if "frames" not in e})}
     cuda.empty_cache()
     # torch 2.11's allocator config key, read when the allocator starts
     code = ("import sys\nsys.path[:0] = %r\nimport torch\n" % sys.path[:3] +

@@ -677,6 +677,9 @@ def _no_gpu_rows(tmp_path):
         "library_path": (tcuda.library_path, _Is(os.path.isabs, "an absolute path")),
         "library_version": (tcuda.library_version, tcuda.__version__),
         # snapshots: no GPU needed (tests/python/test_whatif.py runs real ones)
+        "whatif_compare": (lambda: tcuda.whatif_compare(str(tmp_path / "missing.pickle"), str(tmp_path / "b")),
+                           _Is(lambda e: isinstance(e, tcuda.TcudaError) and "before: " in str(e),
+                               "TcudaError naming the argument")),
         "whatif": (lambda: tcuda.whatif(str(tmp_path / "missing.pickle")),
                    _Is(lambda e: isinstance(e, tcuda.TcudaError) and "missing.pickle" in str(e),
                        "TcudaError naming the missing file")),

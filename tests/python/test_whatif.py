@@ -51,7 +51,7 @@ def test_path_and_dict_give_the_same_document(small_dict, no_unpickling):
     assert by_path == by_pathlike == by_dict
     assert [r["config"] for r in by_path["configs"]][1:] == CONFIGS
     assert by_path["configs"][0]["source"] == "recorded"
-    assert set(by_path) == {"snapshot", "configs", "recommended", "notes"}
+    assert set(by_path) == {"snapshot", "configs", "recommended", "explain", "notes"}
 
 
 def test_default_sweep_and_recorded_row():
@@ -64,6 +64,24 @@ def test_default_sweep_and_recorded_row():
         assert "series" not in r
     rec = doc["recommended"]
     assert rec is None or any(r["config"] == rec["config"] for r in rows)
+
+
+def test_compare_matches_torchs_peaks_and_names_the_argument(tmp_path):
+    b, a = os.path.join(DATA, "tf_default.pickle"), os.path.join(DATA, "tf_expandable.pickle")
+    doc = tcuda.whatif_compare(b, pathlib.Path(a))
+    for side, name in (("before", "tf_default"), ("after", "tf_expandable")):
+        with open(os.path.join(DATA, name + ".stats.json")) as f:
+            end = json.load(f)["end"]  # torch's memory_stats() at the end of the run
+        assert doc[side]["peak_reserved"] == end["reserved_bytes.all.peak"]
+        assert doc[side]["peak_allocated"] == end["allocated_bytes.all.peak"]
+    assert doc["change"]["peak_reserved"] == doc["after"]["peak_reserved"] - doc["before"]["peak_reserved"]
+    assert doc["before_explain"]["stacks_recorded"] is False
+    with pytest.raises(tcuda.TcudaError, match="after: .*nowhere.pickle"):
+        tcuda.whatif_compare(b, str(tmp_path / "nowhere.pickle"))
+    with pytest.raises(TypeError, match="before must be a path"):
+        tcuda.whatif_compare({}, a)
+    with pytest.raises(ValueError, match="fraction"):
+        tcuda.whatif_compare(b, a, fraction=2)
 
 
 def test_json_file_gives_the_pickles_document():
@@ -300,3 +318,24 @@ def test_standard_input(tmp_path):
         r = subprocess.run([sys.executable, "-c", code], stdin=f, capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == tcuda.whatif(SMALL, configs=CONFIGS)["configs"]
+
+
+def test_compare_takes_the_same_inputs_and_sizes(tmp_path):
+    b, a = os.path.join(DATA, "side_stream.pickle"), os.path.join(DATA, "graph_pool.pickle")
+    gz = tmp_path / "graph_pool.pickle.gz"
+    with open(a, "rb") as f:
+        gz.write_bytes(gzip.compress(f.read()))
+    plain = tcuda.whatif_compare(b, a, capacity="1GiB")
+    assert plain == tcuda.whatif_compare(b, a, capacity=1 << 30)
+    small = tcuda.whatif_compare(b, a, capacity="4MiB")  # the history does not fit: OOMs
+    assert small == tcuda.whatif_compare(b, a, capacity=4 << 20) and small != plain
+    zipped = tcuda.whatif_compare(b, str(gz), capacity=1 << 30)
+    for side in ("before", "after", "change"):
+        assert {k: v for k, v in zipped[side].items() if k != "path"} == \
+            {k: v for k, v in plain[side].items() if k != "path"}
+    with pytest.raises(ValueError, match="device 1024 is not a valid device index: at most 1023"):
+        tcuda.whatif_compare(b, a, device=1024)
+    with pytest.raises(ValueError, match="capacity '80XB': unknown unit"):
+        tcuda.whatif_compare(b, a, capacity="80XB")
+    r = _cli("compare", "--device", "1024", b, a)
+    assert r.returncode == 2 and "device 1024 is not a valid device index: at most 1023" in r.stderr, r.stderr

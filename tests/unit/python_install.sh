@@ -3,8 +3,9 @@
 #  1. pip install -e, with pip's build isolation and without: the package
 #     imports from the source tree, and nothing else from python/ does;
 #  2. the sdist holds what a wheel build needs (PKG-INFO, pyproject.toml,
-#     setup.py, _build/, every module);
-#  3. a wheel built from that sdist bundles the library and works alone.
+#     setup.py, _build/, every module, tcuda.h);
+#  3. a wheel built from that sdist bundles the library and tcuda.h (for
+#     tcuda.torch's glue) and works alone.
 # Nothing is downloaded (PIP_NO_INDEX). SKIPPED (77) without a python3
 # whose pip has --python (22.3+) or that can make a venv with pip.
 set -u
@@ -62,7 +63,8 @@ import os, sys, tarfile
 path, pkg = sys.argv[1:]
 names = set(tarfile.open(path).getnames())
 base = os.path.basename(path)[:-len(".tar.gz")]
-want = {base + "/" + n for n in ("PKG-INFO", "pyproject.toml", "setup.py", "README.md", "_build/tcuda_build.py")}
+want = {base + "/" + n for n in ("PKG-INFO", "pyproject.toml", "setup.py", "README.md", "_build/tcuda_build.py",
+                                 "include/tcuda.h")}  # tcuda.h: for the glue tcuda.torch builds
 want |= {base + "/tcuda/" + n for n in os.listdir(os.path.join(pkg, "tcuda")) if n.endswith(".py")}
 assert not want - names, "missing from the sdist: %s" % sorted(want - names)
 assert not any(n.endswith(".so") for n in names), "the sdist carries a library"
@@ -78,7 +80,10 @@ import os, tcuda
 here = os.path.dirname(tcuda.__file__)
 assert "site-packages" in here, here
 assert os.path.dirname(tcuda.library_path()) == here, (tcuda.library_path(), here)  # the bundled copy
-print("ok: the wheel from the sdist imports from %s with its own library" % here)
+import tcuda.torch
+inc, _ = tcuda.torch._headers()  # what the glue compiles against, found in the installed package
+assert inc == os.path.join(here, "include") and os.path.isfile(os.path.join(inc, "tcuda.h")), inc
+print("ok: the wheel from the sdist imports from %s with its own library and tcuda.h" % here)
 PY
 [ "$fail" = 0 ] && echo "PASS" || echo "FAIL"
 exit "$fail"

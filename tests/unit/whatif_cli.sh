@@ -114,7 +114,7 @@ run 0 "" whatif --json "$data/tf_default.pickle"
 python3 - "$tmp/out" <<'PY' || bad "whatif --json tf_default.pickle"
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert set(d) == {"snapshot", "configs", "recommended", "notes"}, list(d)
+assert set(d) == {"snapshot", "configs", "recommended", "explain", "notes"}, list(d)
 rows = d["configs"]
 assert rows[0]["source"] == "recorded", rows[0]["source"]
 assert len(rows) > 5 and all(r["source"] == "sweep" for r in rows[1:])

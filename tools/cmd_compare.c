@@ -1,0 +1,139 @@
+/* tcuda compare BEFORE AFTER: two PyTorch memory snapshots (before and
+ * after a change), each replayed under its own config
+ * (tcuda_whatif_compare_files): peaks, their ratio, OOM counts and what
+ * holds the memory at each peak reserved, side by side. Printed from the
+ * library's document, as tcuda whatif does. */
+#include "cli.h"
+#include "cli_json.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const cli_cmd CMD = {
+    "compare",
+    "usage: tcuda compare BEFORE AFTER [--capacity BYTES] [--fraction F] [--device N] [--top N] [--json]\n"
+    "                     [--max-input BYTES] [--work-budget N]\n",
+    "  Replays two PyTorch memory snapshots (torch.cuda.memory._dump_snapshot()'s pickle, or its\n"
+    "  JSON form), each under the allocator settings it was recorded with, and prints their peak\n"
+    "  reserved and allocated bytes, the ratio after/before, their OOMs, and the stacks that hold\n"
+    "  the memory at each one's peak reserved, side by side; then what holds the memory in each\n"
+    "  (as tcuda whatif prints it). docs/whatif.md, \"What holds the memory\".\n"
+    "  --capacity BYTES, --fraction F: the simulated device and set_per_process_memory_fraction,\n"
+    "          for both (default an H200's 150109880320 bytes, no fraction).\n"
+    "  --device N: whose history (default 0); snapshots of different device counts need it.\n"
+    "  --top N: the largest holders shown (default 5; --json lists them all).\n"
+    "  --json: print the library's JSON document instead.\n"
+    CLI_MAX_INPUT_HELP
+    CLI_WORK_BUDGET_HELP
+    "  An unreadable or malformed snapshot exits 1 with a message naming the argument (before\n"
+    "  or after) and the file.\n"};
+
+static void print_compare(FILE *o, const jv *doc, int top) {
+  const jv *bf = jv_get(doc, "before"), *af = jv_get(doc, "after"), *ch = jv_get(doc, "change");
+  char b[600];
+  fprintf(o, "before: %s (device %llu, %llu requests)\n", cli_shown(jv_str(jv_get(bf, "path")), b, sizeof b),
+          jv_u64(jv_get(bf, "device")), jv_u64(jv_get(bf, "requests")));
+  fprintf(o, "after:  %s (device %llu, %llu requests)\n\n", cli_shown(jv_str(jv_get(af, "path")), b, sizeof b),
+          jv_u64(jv_get(af, "device")), jv_u64(jv_get(af, "requests")));
+  fprintf(o, "%-8s %13s  %14s  %6s  %5s  %8s\n", "", "peak reserved", "peak allocated", "ratio", "OOMs", "replayed");
+  for (int i = 0; i < 2; i++) {
+    const jv *x = i ? af : bf;
+    char b1[64], b2[64];
+    const jv *ratio = jv_get(x, "ratio");
+    fprintf(o, "%-8s %13s  %14s  ", i ? "after" : "before", cli_bytes(jv_u64(jv_get(x, "peak_reserved")), b1, sizeof b1),
+            cli_bytes(jv_u64(jv_get(x, "peak_allocated")), b2, sizeof b2));
+    if (jv_is_num(ratio)) fprintf(o, "%6.3f", jv_num(ratio));
+    else fprintf(o, "%6s", "-");
+    fprintf(o, "  %5llu  %8llu\n", jv_u64(jv_get(x, "recorded_ooms")), jv_u64(jv_get(x, "ooms")));
+  }
+  const jv *rr = jv_get(ch, "peak_reserved_ratio"), *ra = jv_get(ch, "peak_allocated_ratio");
+  fprintf(o, "change: peak reserved %+lld bytes (x%s), peak allocated %+lld bytes (x%s), OOMs %+lld\n",
+          jv_i64(jv_get(ch, "peak_reserved")), jv_is_num(rr) ? jv_get(ch, "peak_reserved_ratio")->text : "-",
+          jv_i64(jv_get(ch, "peak_allocated")), jv_is_num(ra) ? jv_get(ch, "peak_allocated_ratio")->text : "-",
+          jv_i64(jv_get(ch, "recorded_ooms")));
+
+  const jv *hs = jv_get(doc, "holders_at_peak_reserved");
+  size_t n = hs && hs->kind == 'a' ? hs->n : 0;
+  if (n) {
+    fprintf(o, "\nat each peak reserved, by stack:\n  %12s  %12s  allocated at\n", "before", "after");
+    for (size_t i = 0; i < n && (int)i < top; i++) {
+      const jv *h = &hs->items[i], *fr = jv_get(h, "frames");
+      char b1[64], b2[64];
+      fprintf(o, "  %12s  %12s  ", cli_bytes(jv_u64(jv_get(h, "before_bytes")), b1, sizeof b1),
+              cli_bytes(jv_u64(jv_get(h, "after_bytes")), b2, sizeof b2));
+      const char *kind = jv_str(jv_get(h, "stack"));
+      if (!strcmp(kind, "none")) fputs("(no stack recorded)", o);
+      else if (!strcmp(kind, "before_window")) fputs("(allocated before the history's window)", o);
+      for (size_t k = 0; fr && fr->kind == 'a' && k < fr->n; k++)
+        fprintf(o, "%s%s", k ? " < " : "", cli_shown(jv_str(&fr->items[k]), b, sizeof b));
+      fputc('\n', o);
+    }
+    if (n > (size_t)top) fprintf(o, "  ... %zu more stacks (--top N, --json)\n", n - (size_t)top);
+  }
+  for (int i = 0; i < 2; i++) {
+    fprintf(o, "\n%s:", i ? "after" : "before");
+    cli_explain_print(o, jv_get(doc, i ? "after_explain" : "before_explain"), top);
+  }
+}
+
+int cmd_compare(int argc, char **argv) {
+  enum { O_CAP = 256, O_FRAC, O_DEV, O_JSON, O_MAXIN, O_BUDGET, O_TOP };
+  static const struct option longopts[] = {
+      {"capacity", required_argument, NULL, O_CAP}, {"fraction", required_argument, NULL, O_FRAC},
+      {"device", required_argument, NULL, O_DEV}, {"json", no_argument, NULL, O_JSON},
+      {"max-input", required_argument, NULL, O_MAXIN}, {"work-budget", required_argument, NULL, O_BUDGET},
+      {"top", required_argument, NULL, O_TOP}, {"help", no_argument, NULL, 'h'}, {0}};
+  tcuda_whatif_options_t o = TCUDA_WHATIF_OPTIONS_INIT;
+  int json = 0, ch, rc, top = 5;
+  while ((ch = cli_getopt(&CMD, argc, argv, "h", longopts, &rc)) != -1) {
+    const char *v = optarg;
+    uint64_t n;
+    switch (ch) {
+    case CLI_DONE: return rc;
+    case O_CAP:
+      if (!cli_parse_bytes(&CMD, "--capacity", v, &n)) return CLI_USAGE;
+      if (n < (2u << 20)) return cli_usage_error(&CMD, "--capacity '%s': under 2 MiB, the allocator's grid", v);
+      o.capacity = n;
+      break;
+    case O_FRAC:
+      if (!cli_parse_fraction(&CMD, v, &o.memory_fraction)) return CLI_USAGE;
+      break;
+    case O_DEV:
+      if (!cli_parse_whole(&CMD, "--device", v, "device index", 0, 1023, &n)) return CLI_USAGE;
+      o.device = (int)n;
+      break;
+    case O_JSON: json = 1; break;
+    case O_MAXIN:
+      if (!cli_parse_bytes(&CMD, "--max-input", v, &n)) return CLI_USAGE;
+      o.max_input_bytes = n;
+      break;
+    case O_BUDGET:
+      if (!cli_parse_whole(&CMD, "--work-budget", v, "work budget", 1, UINT64_MAX, &n)) return CLI_USAGE;
+      o.work_budget = n;
+      break;
+    case O_TOP:
+      if (!cli_parse_whole(&CMD, "--top", v, "count", 1, 1000000, &n)) return CLI_USAGE;
+      top = (int)n;
+      break;
+    }
+  }
+  if (argc - optind < 2) return cli_usage_error(&CMD, argc == optind ? "no snapshots given" : "no AFTER snapshot given");
+  if (cli_operands(&CMD, argc, argv, 2) < 0) return CLI_USAGE;
+  char *doc = NULL;
+  if (tcuda_whatif_compare_files(argv[optind], argv[optind + 1], &o, &doc)) return cli_fail("compare");
+  if (json) {
+    fputs(doc, stdout);
+  } else {
+    jv v;
+    int ok = jv_parse(doc, &v) && v.kind == 'o';
+    if (ok) print_compare(stdout, &v, top);
+    jv_free(&v);
+    if (!ok) {
+      tcuda_string_free(doc);
+      return cli_error(&CMD, "the library's document did not read back as JSON");
+    }
+  }
+  tcuda_string_free(doc);
+  if (fflush(stdout) || ferror(stdout)) return cli_error(&CMD, "write error: %s", strerror(errno ? errno : EIO));
+  return 0;
+}
