@@ -648,6 +648,11 @@ TCUDA_API tcuda_status tcuda_replay_snapshot_to(const char *snapshot_path, const
                                                 tcuda_status (*write_fn)(void *user, const char *bytes, size_t n),
                                                 void *user);
 
+/* Progress of a long call, for a caller that shows it (the library never
+ * prints): stage names the work ("read", "parse", "trace", "replay"), done
+ * of total its units (total 0: not known). */
+typedef void (*tcuda_progress_fn)(void *user, const char *stage, uint64_t done, uint64_t total);
+
 typedef struct tcuda_whatif_options {
   size_t struct_size;            /* sizeof(tcuda_whatif_options_t) */
   const char *const *configs;    /* rows after the recorded config, PYTORCH_CUDA_ALLOC_CONF syntax;
@@ -657,11 +662,16 @@ typedef struct tcuda_whatif_options {
   double memory_fraction;        /* set_per_process_memory_fraction for every row; 0: none */
   int device;                    /* whose history; -1: 0 */
   int threads;                   /* rows replayed at once; 0: one per CPU */
-  int series_points;             /* > 0: each row gets "series", reserved and allocated maxima at up
-                                    to this many points of the history's time (for charts) */
+  int series_points;             /* > 0: each row gets "series": at up to this many points of the
+                                    history's time, reserved and allocated bytes, the maxima
+                                    since the previous point ("reserved", "allocated") and the
+                                    minima ("reserved_min", "allocated_min"), for charts */
   int no_min_limit;              /* 1: skip the min_limit search (null) */
   uint64_t max_input_bytes;      /* tcuda_whatif_file: the largest file read; 0: 1 GiB */
   uint64_t work_budget;          /* units of work allowed (docs/whatif.md); 0: a multiple of the input's size */
+  tcuda_progress_fn progress;    /* NULL, or told of the rows done ("replay", done of total); it may be
+                                    called from any worker thread, one call at a time */
+  void *progress_user;
 } tcuda_whatif_options_t;
 #define TCUDA_WHATIF_OPTIONS_INIT {.struct_size = sizeof(tcuda_whatif_options_t), .device = -1}
 
@@ -694,6 +704,33 @@ TCUDA_API tcuda_status tcuda_whatif_compare_files(const char *before_path, const
                                                   const tcuda_whatif_options_t *opt, char **json_out);
 
 /* @@WHATIF@@ */
+
+typedef struct tcuda_viz_options {
+  size_t struct_size;            /* sizeof(tcuda_viz_options_t) */
+  int device;                    /* whose history; -1: the first device with a trace */
+  int buckets;                   /* series buckets (min and max per bucket); 0: 16384; 16~65536 */
+  size_t max_allocations;        /* allocations listed one by one, those covering the most bytes
+                                    times entries; 0: 20000 */
+  uint64_t max_input_bytes;      /* the largest file read; 0: 1 GiB */
+  uint64_t work_budget;          /* units of work allowed (as tcuda_whatif_options_t's); 0: the default */
+  tcuda_progress_fn progress;    /* NULL, or told of the stages "read", "parse", "trace" */
+  void *progress_user;
+} tcuda_viz_options_t;
+#define TCUDA_VIZ_OPTIONS_INIT {.struct_size = sizeof(tcuda_viz_options_t), .device = -1}
+
+/* The data `tcuda viz` draws, from a memory snapshot file (pickle or JSON),
+ * bounded in size whatever the history's length, as one JSON document
+ * ("format": "tcuda-viz/1"): the trace's counts, "peak" and "final" active
+ * bytes, "series" (the active bytes per bucket of entries: "lo" its first
+ * step, "min" and "max"; the exact peak survives), "allocs" (the
+ * allocations covering the most of the chart, flat, fields in
+ * "alloc_fields"; "allocations" counts them all), "seglife" (segment
+ * lifetimes, fields in "seg_fields"), the snapshot's own "segments",
+ * "settings" and the distinct stacks ("frames"). docs/whatif.md (section
+ * 8) gives the rules. Errors: TCUDA_ERROR_PARSE naming the part that is
+ * not a memory snapshot, TCUDA_ERROR_IO, bad options. Free with
+ * tcuda_string_free. */
+TCUDA_API tcuda_status tcuda_viz_file(const char *snapshot_path, const tcuda_viz_options_t *opt, char **json_out);
 
 /* ======================================================================
  * Memory history and snapshots (torch.cuda.memory._record_memory_history)

@@ -116,4 +116,15 @@ int cli_alloc_config(const cli_cmd *c, const char *option_value, const char **co
 void cli_print_oom(void *user, unsigned line, const char *message);
 /* The same for a snapshot replay: the request's position in the history. */
 void cli_print_request_oom(void *user, unsigned request, const char *message);
+
+/* Progress of a long library call on stderr, one line redrawn in place,
+ * only when stderr is a terminal (a log or a pipe gets nothing). Pass a
+ * cli_progress for user; cli_progress_done clears the line. */
+typedef struct cli_progress {
+  const char *name; /* "viz", "whatif" */
+  int shown, tty;   /* tty: -1 until first asked */
+  double last;      /* seconds of the last line drawn */
+} cli_progress;
+void cli_progress_fn(void *user, const char *stage, uint64_t done, uint64_t total);
+void cli_progress_done(cli_progress *p);
 #endif

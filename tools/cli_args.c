@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static void vmsg(const cli_cmd *c, const char *fmt, va_list ap) {
@@ -244,4 +245,34 @@ char *cli_read_file(const char *path, uint64_t cap, size_t *len) {
   else if (strstr(tcuda_last_error(), "input cap")) errno = EFBIG;
   else if (!errno) errno = EIO; /* errno is still that of the failed open or read */
   return NULL;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+void cli_progress_fn(void *user, const char *stage, uint64_t done, uint64_t total) {
+  cli_progress *p = user;
+  if (p->tty < 0) p->tty = isatty(STDERR_FILENO);
+  if (!p->tty) return;
+  double t = now_s();
+  /* at most ten lines a second, but every stage's start and end */
+  if (p->shown && done && done != total && t - p->last < 0.1) return;
+  p->last = t;
+  if (!total) fprintf(stderr, "\rtcuda %s: %s...\033[K", p->name, stage);
+  else if (!strcmp(stage, "read") || !strcmp(stage, "parse"))
+    fprintf(stderr, "\rtcuda %s: %s %.1f MB (%3.0f%%)\033[K", p->name, stage, (double)total / 1e6,
+            100.0 * (double)done / (double)total);
+  else
+    fprintf(stderr, "\rtcuda %s: %s %llu/%llu (%3.0f%%)\033[K", p->name, stage, (unsigned long long)done,
+            (unsigned long long)total, 100.0 * (double)done / (double)total);
+  fflush(stderr);
+  p->shown = 1;
+}
+
+void cli_progress_done(cli_progress *p) {
+  if (p->shown) fputs("\r\033[K", stderr);
+  p->shown = 0;
 }

@@ -1,7 +1,8 @@
 /* tcuda viz: one self-contained HTML page (no network) from a snapshot
  * written by tcuda (pickle or JSON) or by torch.cuda.memory._dump_snapshot.
- * The page (tools/viz/viewer.html, embedded at build time) decodes the
- * snapshot itself, so the CLI only wraps the bytes. */
+ * The library reduces the snapshot to what the page draws (tcuda_viz_file:
+ * bounded in size however long the history), and the page
+ * (tools/viz/viewer.html, embedded at build time) draws it. */
 #include "cli.h"
 #include "inspect/outfile.h"
 #include <errno.h>
@@ -19,6 +20,8 @@ static const cli_cmd CMD = {
     "  SNAPSHOT: a pickle (tcuda_memory_snapshot_dump, tcuda replay --history, or torch's\n"
     "            _dump_snapshot) or its JSON form. Without -o the page goes to stdout.\n"
     "  -o, --output FILE: write the page there.\n"
+    "  Long histories are drawn from bounded data (docs/whatif.md, section 9): the page\n"
+    "  stays a few MB at most. Progress goes to stderr when it is a terminal.\n"
     CLI_MAX_INPUT_HELP
     "  A file that is not a snapshot exits 1.\n"};
 
@@ -27,16 +30,6 @@ static int fail(const char *fmt, const char *a, const char *b) {
   fprintf(stderr, fmt, a, b);
   fputc('\n', stderr);
   return 1;
-}
-
-static void put_base64(FILE *o, const unsigned char *s, size_t n) {
-  static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  for (size_t i = 0; i < n; i += 3) {
-    unsigned v = (unsigned)s[i] << 16 | (i + 1 < n ? (unsigned)s[i + 1] << 8 : 0) | (i + 2 < n ? s[i + 2] : 0);
-    char c[4] = {t[v >> 18 & 63], t[v >> 12 & 63], i + 1 < n ? t[v >> 6 & 63] : '=', i + 2 < n ? t[v & 63] : '='};
-    fwrite(c, 1, 4, o);
-    if (i % 57 == 54) fputc('\n', o);
-  }
 }
 
 /* Writes [a, b) with each @@NONCE@@ replaced by nonce. */
@@ -198,40 +191,48 @@ int cmd_viz(int argc, char **argv) {
       return fail("'%s' is not a memory snapshot: %s", in, why);
     }
   }
+  free(data); /* the sniffing above gives the plain messages; the library reads it again */
+  tcuda_viz_options_t vo = TCUDA_VIZ_OPTIONS_INIT;
+  cli_progress pr = {.name = "viz", .tty = -1};
+  vo.max_input_bytes = cap;
+  vo.progress = cli_progress_fn;
+  vo.progress_user = &pr;
+  char *doc = NULL;
+  tcuda_status st = tcuda_viz_file(in, &vo, &doc);
+  cli_progress_done(&pr);
+  if (st) return fail("%s%s", cli_lib_message(), "");
   char nonce[33];
   if (cli_make_nonce(nonce)) {
-    free(data);
+    tcuda_string_free(doc);
     return fail("%s%s", "cannot read /dev/urandom for the page's script nonce", "");
   }
   const char *tpl = tcuda_viz_html;
-  const char *m1 = strstr(tpl, "@@FORMAT@@"), *m2 = m1 ? strstr(m1, "@@DATA@@") : NULL;
-  if (!m1 || !m2 || !strstr(tpl, "@@NONCE@@")) {
-    free(data);
+  const char *m = strstr(tpl, "@@DATA@@");
+  if (!m || !strstr(tpl, "@@NONCE@@")) {
+    tcuda_string_free(doc);
     return fail("%s%s", "the embedded viewer page is damaged (markers missing)", "");
   }
   tc_outfile of = {0}; /* -o: a temporary, renamed once complete: a failed write leaves no truncated page */
   if (out && tc_outfile_open(&of, out)) {
-    free(data);
+    tcuda_string_free(doc);
     return fail("cannot write '%s': %s", out, strerror(errno));
   }
   FILE *o = out ? of.f : stdout;
-  put_nonced(o, tpl, m1, nonce);
-  fputs(format, o);
-  put_nonced(o, m1 + 10, m2, nonce);
-  if (format[0] == 'p') {
-    put_base64(o, (const unsigned char *)data, n);
-  } else {
-    /* '<' only occurs inside JSON strings, where \u003c means the same and
-     * cannot end the script element */
-    for (size_t i = 0; i < n; i++) {
-      if (data[i] == '<') fputs("\\u003c", o);
-      else fputc(data[i], o);
-    }
+  put_nonced(o, tpl, m, nonce);
+  /* '<', '>' and '&' occur only inside JSON strings, where \u003c etc.
+   * mean the same: no text from the snapshot can end the script element */
+  size_t size = 0;
+  for (const char *p = doc; *p; p++, size++) {
+    if (*p == '<') fputs("\\u003c", o);
+    else if (*p == '>') fputs("\\u003e", o);
+    else if (*p == '&') fputs("\\u0026", o);
+    else fputc(*p, o);
   }
-  put_nonced(o, m2 + 8, tpl + strlen(tpl), nonce);
-  free(data);
+  put_nonced(o, m + 8, tpl + strlen(tpl), nonce);
+  tcuda_string_free(doc);
   int bad = out ? tc_outfile_commit(&of) != 0 : (fflush(o) != 0 || ferror(o));
   if (bad) return fail("writing '%s' failed: %s", out ? out : "stdout", strerror(errno));
-  if (out) fprintf(stderr, "tcuda viz: wrote %s (%s snapshot, %zu bytes)\n", out, format, n);
+  if (out)
+    fprintf(stderr, "tcuda viz: wrote %s (from a %s snapshot of %zu bytes; %zu bytes of data)\n", out, format, n, size);
   return 0;
 }

@@ -46,7 +46,7 @@ static const cli_cmd CMD = {
     "          carry the chart's series too).\n"
     "  --html OUT: also write one self-contained page (no network): a chart of reserved and\n"
     "          allocated bytes over time for every row, the table, the recommendation and each\n"
-    "          row's first-OOM stack.\n"
+    "          row's first-OOM stack. Progress goes to stderr when it is a terminal.\n"
     CLI_MAX_INPUT_HELP
     CLI_WORK_BUDGET_HELP
     "  --top N: after the table, what holds the memory in the recorded config's replay at peak\n"
@@ -309,8 +309,13 @@ int cmd_whatif(int argc, char **argv) {
   o.num_configs = nconf;
   if (html) o.series_points = SERIES_POINTS;
 
+  cli_progress pr = {.name = "whatif", .tty = -1};
+  o.progress = cli_progress_fn;
+  o.progress_user = &pr;
   char *doc = NULL;
-  if (tcuda_whatif_file(path, &o, &doc)) return cli_fail("whatif");
+  tcuda_status st = tcuda_whatif_file(path, &o, &doc);
+  cli_progress_done(&pr);
+  if (st) return cli_fail("whatif");
   if (html && (rc = write_page(html, doc))) {
     tcuda_string_free(doc);
     return rc;

@@ -224,7 +224,7 @@ class WhatifOptionsT(Structure):
     _fields_ = [("struct_size", c_size_t), ("configs", POINTER(c_char_p)), ("num_configs", c_size_t),
                 ("capacity", c_uint64), ("memory_fraction", c_double), ("device", c_int), ("threads", c_int),
                 ("series_points", c_int), ("no_min_limit", c_int), ("max_input_bytes", c_uint64),
-                ("work_budget", c_uint64)]
+                ("work_budget", c_uint64), ("progress", c_void_p), ("progress_user", c_void_p)]
 
 
 P = POINTER
@@ -409,6 +409,8 @@ _UNBOUND = {
     "tcuda_replay_file_to": "C-only by design, as tcuda_replay_file: it streams a trace replay to a C callback",
     "tcuda_replay_snapshot_to": "streams a snapshot's replay to a C callback, as tcuda_replay_file_to (the "
                                 "`tcuda replay --simulate` command's); tcuda.whatif covers snapshots from Python",
+    "tcuda_viz_file": "the data of the `tcuda viz` page, in a format of its own; from Python the page is "
+                      "made by that command",
     "tcuda_status_string": "the package raises tcuda_last_error()'s message; the generic one-line description "
                            "of a status adds nothing to it",
     "tcuda_device_exchange": "torch's counterpart (torch.cuda._exchange_device) is private; tcuda.device() uses "

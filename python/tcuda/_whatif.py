@@ -167,7 +167,9 @@ def whatif(snapshot, configs=None, capacity=None, fraction=None, device=0, *, th
     device: whose history, for a snapshot of several devices.
     threads: rows replayed at once, 1 to 256; None: one per CPU.
     series_points: > 0 gives each row a "series" of reserved and allocated
-        bytes over the history's time, at up to that many points.
+        bytes over the history's time, at up to that many points: the
+        maxima since the previous point and the minima ("reserved_min",
+        "allocated_min").
     max_input: the largest snapshot read, in bytes (an int or a str with a
         unit), for the file and for a .gz file's decompressed bytes alike;
         None: 1 GiB.

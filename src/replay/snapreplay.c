@@ -11,7 +11,8 @@
  * (HOP_F_EMPTY_BEFORE) for every later replay of the history.
  *
  * record_stream frees are replayed with events that complete exactly where
- * torch's free_completed entries were. */
+ * torch's free_completed entries were, in their order (each waits on the
+ * stream tc_tsnap_event_streams gives its slot). */
 #include "backend_wrap.h"
 #include "core/core.h"
 #include "core/table.h"
@@ -54,6 +55,7 @@ typedef struct hr {
   uint64_t *addr;          /* slot -> current address (0: none) */
   unsigned char *done;     /* slot -> its free_completed was passed */
   uint32_t cur_slot;       /* the slot whose free records an event now */
+  uint64_t *ev_stream;     /* slot -> the stream its record_stream free waits on */
   /* exact mode: torch's segment placements, in order */
   range *segs, *maps;
   size_t nsegs, nmaps, seg_pos, map_pos;
@@ -346,7 +348,7 @@ static tcuda_status seed(hr *r) {
     const tc_tsblock *b = &h->blocks[k];
     if (!b->pending || b->slot == HOP_NO_SLOT || !r->addr[b->slot]) continue;
     r->cur_slot = b->slot;
-    s = tc_alloc_record_stream(r->a, r->addr[b->slot], h->marker_stream);
+    s = tc_alloc_record_stream(r->a, r->addr[b->slot], r->ev_stream[b->slot]);
     if (!s) s = tc_alloc_free(r->a, r->addr[b->slot]);
     r->addr[b->slot] = 0;
   }
@@ -399,6 +401,7 @@ static int policy_may_free(hr *r, const tc_tsop *op, const tc_alloc_config *cfg,
 typedef struct {
   int n, cur;
   size_t per;
+  uint64_t rmin, amin; /* since the last point */
 } series_state;
 
 static tcuda_status series_init(hr *r, tc_tsrun_result *res, series_state *ss) {
@@ -409,7 +412,12 @@ static tcuda_status series_init(hr *r, tc_tsrun_result *res, series_state *ss) {
   res->series_t = calloc((size_t)n, sizeof *res->series_t);
   res->series_reserved = calloc((size_t)n, sizeof *res->series_reserved);
   res->series_allocated = calloc((size_t)n, sizeof *res->series_allocated);
-  if (!res->series_t || !res->series_reserved || !res->series_allocated) return oom(r->func);
+  res->series_reserved_min = calloc((size_t)n, sizeof *res->series_reserved_min);
+  res->series_allocated_min = calloc((size_t)n, sizeof *res->series_allocated_min);
+  if (!res->series_t || !res->series_reserved || !res->series_allocated || !res->series_reserved_min ||
+      !res->series_allocated_min)
+    return oom(r->func);
+  ss->rmin = ss->amin = UINT64_MAX;
   ss->n = n;
   ss->per = (ops + (size_t)n - 1) / (size_t)n;
   ss->cur = 0;
@@ -432,9 +440,22 @@ static void series_point(hr *r, tc_tsrun_result *res, series_state *ss, size_t i
     res->series_t[ss->cur] = n ? (double)r->h->op_time_us[i < n ? i : n - 1] / 1000.0 : 0.0;
     res->series_reserved[ss->cur] = pr;
     res->series_allocated[ss->cur] = pa;
+    res->series_reserved_min[ss->cur] = ss->rmin <= pr ? ss->rmin : pr;
+    res->series_allocated_min[ss->cur] = ss->amin <= pa ? ss->amin : pa;
     res->series_n = ++ss->cur;
   }
+  ss->rmin = ss->amin = UINT64_MAX;
   tc_alloc_reset_peak(r->a);
+}
+
+/* The minima need the state after every op (the maxima come from the
+ * peaks): read only for the replay that draws a series. */
+static void series_low(hr *r, series_state *ss) {
+  tcuda_memory_stats_t st;
+  tc_alloc_get_stats(r->a, &st);
+  uint64_t cr = (uint64_t)st.reserved_bytes[0].current, ca = (uint64_t)st.allocated_bytes[0].current;
+  if (cr < ss->rmin) ss->rmin = cr;
+  if (ca < ss->amin) ss->amin = ca;
 }
 
 static tcuda_status run_ops(hr *r, tc_tsrun_result *res, const tc_alloc_config *cfg, uint64_t allowed) {
@@ -512,7 +533,7 @@ static tcuda_status run_ops(hr *r, tc_tsrun_result *res, const tc_alloc_config *
     case HOP_FREE_REQ:
       if (op->slot < h->num_slots && r->addr[op->slot]) {
         r->cur_slot = op->slot;
-        s = tc_alloc_record_stream(r->a, r->addr[op->slot], h->marker_stream);
+        s = tc_alloc_record_stream(r->a, r->addr[op->slot], r->ev_stream[op->slot]);
         if (!s) s = tc_alloc_free(r->a, r->addr[op->slot]);
         r->addr[op->slot] = 0;
       }
@@ -526,6 +547,7 @@ static tcuda_status run_ops(hr *r, tc_tsrun_result *res, const tc_alloc_config *
     default:
       break;
     }
+    if (!s && ss.n) series_low(r, &ss);
     if (!s && o->on_op) s = o->on_op(o->op_user, r->a, i, req_at, got);
     if (!s && ss.n && ((i + 1) % ss.per == 0)) series_point(r, res, &ss, i);
   }
@@ -537,8 +559,10 @@ void tc_tsrun_result_free(tc_tsrun_result *r) {
   free(r->series_t);
   free(r->series_reserved);
   free(r->series_allocated);
+  free(r->series_reserved_min);
+  free(r->series_allocated_min);
   r->series_t = NULL;
-  r->series_reserved = r->series_allocated = NULL;
+  r->series_reserved = r->series_allocated = r->series_reserved_min = r->series_allocated_min = NULL;
   r->series_n = 0;
 }
 
@@ -569,6 +593,7 @@ tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *o,
     r.pool_made = calloc(h->num_pools ? h->num_pools : 1, 1);
     if (!r.addr || !r.done || !r.routes || !r.pool_made) s = oom(func);
   }
+  if (!s) s = tc_tsnap_event_streams(func, h, &r.ev_stream);
   if (!s) {
     tc_bwrap_init(&r.be, r.sim, &w_hooks, &r);
     s = tc_alloc_create(0, &r.be.be, cfg, cap, &r.a);
@@ -612,6 +637,7 @@ tcuda_status tc_tsnap_run(const char *func, tc_tsnap *h, const tc_tsrun_opts *o,
   if (r.sim) tc_backend_sim_destroy(r.sim);
   free(r.addr);
   free(r.done);
+  free(r.ev_stream);
   free(r.routes);
   free(r.pool_made);
   free(r.segs);

@@ -737,24 +737,71 @@ static void place_blocks(tc_tsnap *h) {
 
 /* ---- loading ---- */
 
-/* A stream value the file never names, for the replay's own record_stream
- * marker: a fixed reserved value could be written in a file (stream -15),
- * and a block on the marker's own stream would then be freed at once. Of
- * the n + 1 values from the top down at most n are named: a bitmap of
- * those finds the highest free one. */
-static tcuda_status pick_marker(const char *func, tc_tsnap *h) {
+/* The streams the replay's record_stream frees wait on, one per slot.
+ * They are values the file never names: a fixed reserved one could be
+ * written in a file (stream -15), and a block on its own waiting stream
+ * would be freed at once. The allocator completes pending frees at its
+ * next malloc (or flush) stream by stream in ascending order, FIFO within
+ * one, and a free's merges, so the inactive_split figures, depend on that
+ * order. So the streams ascend in torch's free_completed order, and a free
+ * requested right after one that torch completed just before it shares
+ * that one's stream (a FIFO run, keeping the streams few). Frees torch
+ * never completed wait on the highest value. Of the top span values at
+ * most `named` are named: a bitmap of those finds the free ones. */
+tcuda_status tc_tsnap_event_streams(const char *func, const tc_tsnap *h, uint64_t **out) {
   const uint64_t top = UINT64_MAX - 14;
-  size_t n = h->num_ops + h->num_segs;
-  unsigned char *used = calloc(n / 8 + 1, 1);
-  if (!used) return oom(func);
-  for (size_t i = 0; i < n; i++) {
-    uint64_t v = i < h->num_ops ? h->ops[i].stream : h->segs[i - h->num_ops].stream;
-    if (v <= top && top - v <= n) used[(top - v) / 8] |= (unsigned char)(1u << ((top - v) % 8));
+  size_t named = h->num_ops + h->num_segs, ndone = 0, nslots = h->num_slots ? h->num_slots : 1;
+  for (size_t i = 0; i < h->num_ops; i++) ndone += h->ops[i].kind == HOP_FREE_DONE;
+  size_t span = named + ndone + 1;
+  unsigned char *used = calloc(span / 8 + 1, 1);
+  uint64_t *vals = malloc((ndone + 1) * sizeof *vals), *st = malloc(nslots * sizeof *st);
+  size_t *rank = malloc(nslots * sizeof *rank);
+  *out = NULL;
+  if (!used || !vals || !st || !rank) {
+    free(used);
+    free(vals);
+    free(st);
+    free(rank);
+    return oom(func);
   }
-  size_t d = 0;
-  while (used[d / 8] & (1u << (d % 8))) d++;
+  for (size_t i = 0; i < named; i++) {
+    uint64_t v = i < h->num_ops ? h->ops[i].stream : h->segs[i - h->num_ops].stream;
+    if (v <= top && top - v < span) used[(top - v) / 8] |= (unsigned char)(1u << ((top - v) % 8));
+  }
+  for (size_t k = 0, d = 0; k <= ndone; k++, d++) { /* vals[0] is the highest */
+    while (used[d / 8] & (1u << (d % 8))) d++;
+    vals[k] = top - d;
+  }
+  for (size_t k = 0; k < nslots; k++) {
+    rank[k] = SIZE_MAX;
+    st[k] = vals[0];
+  }
+  size_t n = 0;
+  for (size_t i = 0; i < h->num_ops; i++)
+    if (h->ops[i].kind == HOP_FREE_DONE && h->ops[i].slot < h->num_slots && rank[h->ops[i].slot] == SIZE_MAX)
+      rank[h->ops[i].slot] = n++;
+  /* the requests in the replay's order: the starting state's, then the ops' */
+  size_t prev = SIZE_MAX;
+  uint64_t prev_v = 0;
+  for (size_t i = 0; i < h->num_blocks + h->num_ops; i++) {
+    uint32_t slot;
+    if (i < h->num_blocks) {
+      if (!h->blocks[i].pending) continue;
+      slot = h->blocks[i].slot;
+    } else {
+      if (h->ops[i - h->num_blocks].kind != HOP_FREE_REQ) continue;
+      slot = h->ops[i - h->num_blocks].slot;
+    }
+    if (slot >= h->num_slots) continue;
+    size_t rk = rank[slot];
+    if (rk != SIZE_MAX) st[slot] = prev != SIZE_MAX && rk == prev + 1 ? prev_v : vals[n - rk];
+    prev = rk;
+    prev_v = st[slot];
+  }
   free(used);
-  h->marker_stream = top - d;
+  free(vals);
+  free(rank);
+  *out = st;
   return TCUDA_SUCCESS;
 }
 
@@ -815,7 +862,6 @@ tcuda_status tc_tsnap_load(const char *func, const void *data, size_t len, int d
   if (!s) {
     route_pools(&c);
     place_blocks(h);
-    s = pick_marker(func, h);
   }
   tc_u64map_free(&c.flists);
   tc_u64map_free(&c.live);

@@ -92,8 +92,6 @@ typedef struct tc_tsnap {
   char where[320];         /* what messages about it start with: "FUNC: PATH" (FUNC for a buffer) */
   tc_pv_budget budget;     /* the work it may cost (pyval.h): spent by the reader and the
                               conversion, then by what is rendered from it (frames, output) */
-  uint64_t marker_stream;  /* the stream the replay's deferred frees wait on: a value that no
-                              entry or segment of the file names, so none can be taken for it */
 } tc_tsnap;
 
 /* What one snapshot may cost (a hostile file must cost no more than its
@@ -127,6 +125,10 @@ tcuda_status tc_tsnap_frames_json(tc_tsnap *h, size_t req, tc_sbuf *b);
 tcuda_status tc_tsnap_request_library(tc_tsnap *h, size_t req, int *lib);
 /* Spends n units from h->budget for `what`: its error names the file. */
 tcuda_status tc_tsnap_spend(tc_tsnap *h, const char *what, uint64_t n);
+/* The stream each slot's record_stream free waits on in a replay (*out:
+ * num_slots values, the caller frees it): values h never names, ascending
+ * in torch's free_completed order (torchsnap.c says why). */
+tcuda_status tc_tsnap_event_streams(const char *func, const tc_tsnap *h, uint64_t **out);
 
 /* ---- snapreplay.c ---- */
 
@@ -151,7 +153,7 @@ typedef struct tc_tsrun_opts {
    * and the block an alloc op got (0: none); explain.c reads the state */
   tcuda_status (*on_op)(void *user, tc_alloc *a, size_t op, size_t request, uint64_t addr);
   void *op_user;
-  /* series: up to series_points maxima of reserved and allocated bytes */
+  /* series: up to series_points maxima and minima of reserved and allocated bytes */
   int series_points;
 } tc_tsrun_opts;
 
@@ -166,7 +168,8 @@ typedef struct tc_tsrun_result {
   size_t inferred_empty;    /* exact: empty_cache calls inferred */
   int series_n;
   double *series_t;         /* ms since the first entry */
-  uint64_t *series_reserved, *series_allocated;
+  uint64_t *series_reserved, *series_allocated;         /* maxima since the previous point */
+  uint64_t *series_reserved_min, *series_allocated_min; /* minima over the same ops */
 } tc_tsrun_result;
 
 /* One replay. With opts->exact 1 the ops' HOP_F_EMPTY_BEFORE flags are

@@ -63,6 +63,8 @@ typedef struct job {
   row *rows;
   size_t nrows;
   atomic_size_t next;
+  size_t done; /* rows finished, under lock: progress is told one call at a time */
+  pthread_mutex_t lock;
 } job;
 
 static uint64_t up_grid(uint64_t v) { return (v + GRID - 1) / GRID * GRID; }
@@ -143,6 +145,11 @@ static void *worker(void *arg) {
     size_t k = atomic_fetch_add(&j->next, 1);
     if (k >= j->nrows) break;
     tc_whatif_run_row(j->func, j->h, j->o, &j->rows[k]);
+    if (j->o->progress) {
+      pthread_mutex_lock(&j->lock);
+      j->o->progress(j->o->progress_user, "replay", ++j->done + 1, j->nrows + 1);
+      pthread_mutex_unlock(&j->lock);
+    }
   }
   return NULL;
 }
@@ -156,6 +163,12 @@ static void put_series(tc_sbuf *b, const tc_tsrun_result *r) {
   for (int i = 0; i < r->series_n; i++) tc_sbuf_printf(b, "%s%llu", i ? ", " : "", (unsigned long long)r->series_reserved[i]);
   tc_sbuf_puts(b, "], \"allocated\": [");
   for (int i = 0; i < r->series_n; i++) tc_sbuf_printf(b, "%s%llu", i ? ", " : "", (unsigned long long)r->series_allocated[i]);
+  tc_sbuf_puts(b, "], \"reserved_min\": [");
+  for (int i = 0; i < r->series_n; i++)
+    tc_sbuf_printf(b, "%s%llu", i ? ", " : "", (unsigned long long)r->series_reserved_min[i]);
+  tc_sbuf_puts(b, "], \"allocated_min\": [");
+  for (int i = 0; i < r->series_n; i++)
+    tc_sbuf_printf(b, "%s%llu", i ? ", " : "", (unsigned long long)r->series_allocated_min[i]);
   tc_sbuf_puts(b, "]}");
 }
 
@@ -349,6 +362,7 @@ static tcuda_status whatif(const char *F, tc_tsnap *h, const tcuda_whatif_option
   }
   /* the first replay: torch's run, which infers the empty_cache calls */
   tc_tsrun_result ex = {0};
+  if (!s && o->progress) o->progress(o->progress_user, "replay", 0, n + 1); /* the first replay, then the rows */
   if (!s) {
     tc_tsrun_opts eo = {.exact = 1, .capacity = o->capacity, .fraction = o->memory_fraction};
     s = tc_tsnap_run(F, h, &eo, &ex);
@@ -356,6 +370,8 @@ static tcuda_status whatif(const char *F, tc_tsnap *h, const tcuda_whatif_option
   if (!s) {
     job j = {.func = F, .h = h, .o = o, .rows = rows, .nrows = n};
     atomic_init(&j.next, 0);
+    pthread_mutex_init(&j.lock, NULL);
+    if (o->progress) o->progress(o->progress_user, "replay", 1, n + 1);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int nt = o->threads ? o->threads : (int)(cpus > 0 ? cpus : 1);
     if ((size_t)nt > n) nt = (int)n;
@@ -365,6 +381,7 @@ static tcuda_status whatif(const char *F, tc_tsnap *h, const tcuda_whatif_option
       if (!pthread_create(&th[started], NULL, worker, &j)) started++;
     worker(&j);
     for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+    pthread_mutex_destroy(&j.lock);
     for (size_t i = 0; i < n && !s; i++)
       if (rows[i].st) s = tc_error(rows[i].st, "%s", rows[i].err);
   }
@@ -386,6 +403,7 @@ tcuda_status tcuda_whatif_file(const char *snapshot_path, const tcuda_whatif_opt
   if (s) return s;
   tc_tsnap h;
   tc_tsnap_limits lim = {o->max_input_bytes, o->work_budget};
+  if (o->progress) o->progress(o->progress_user, "read", 0, 0);
   if ((s = tc_tsnap_load_file(F, snapshot_path, o->device, &lim, &h))) return s;
   s = whatif(F, &h, o, json_out);
   tc_tsnap_free(&h);

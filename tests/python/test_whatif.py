@@ -112,6 +112,10 @@ def test_limit_series_and_first_oom():
     for r in doc["configs"]:
         ser = r["series"]
         assert 0 < len(ser["t_ms"]) <= 50 and len(ser["t_ms"]) == len(ser["reserved"]) == len(ser["allocated"])
+        assert len(ser["reserved_min"]) == len(ser["allocated_min"]) == len(ser["t_ms"])
+        assert all(lo <= hi for lo, hi in zip(ser["reserved_min"], ser["reserved"]))
+        assert all(lo <= hi for lo, hi in zip(ser["allocated_min"], ser["allocated"]))
+        assert max(ser["reserved"]) == r["peak_reserved"] and max(ser["allocated"]) == r["peak_allocated"]
     small = tcuda.whatif(snap, configs=CONFIGS, capacity=1 << 30)
     assert small["snapshot"]["capacity"] == 1 << 30
 

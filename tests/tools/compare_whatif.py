@@ -39,9 +39,7 @@ import subprocess
 import sys
 
 # names whose replay is known to differ, with the reason printed (not hidden)
-KNOWN = {
-    "rs3": "inactive_split_bytes differs after pending record_stream frees (being fixed)",
-}
+KNOWN = {}
 
 
 def run(cli, args):

@@ -186,5 +186,36 @@ static void recommendation(void) {
   CHECK(tc_whatif_recommend(&rows[4], 2) == NULL); /* only compact and a row with no min_limit */
 }
 
+/* FRAGMENTED's series in 2 points of 3 ops each. Ops 0-2: reserved 40
+ * MiB throughout; allocated 40, 0, 16. Ops 3-5: reserved 70 (c's segment;
+ * nothing is released without a limit); allocated 46, 30, 0. Each point
+ * keeps its span's maximum and minimum. */
+static void series_extremes(void) {
+  static uint64_t times[6];
+  tc_tsnap h;
+  build(&h, FRAGMENTED, sizeof FRAGMENTED / sizeof *FRAGMENTED, 3);
+  h.op_time_us = times;
+  tc_whatif_row w;
+  row_init(&w);
+  tcuda_whatif_options_t o = TCUDA_WHATIF_OPTIONS_INIT;
+  o.capacity = CAP;
+  o.series_points = 2;
+  o.no_min_limit = 1;
+  tc_whatif_run_row("test", &h, &o, &w);
+  CHECK_OK(w.st);
+  CHECK_EQ_INT(w.res.series_n, 2);
+  if (w.res.series_n == 2) {
+    CHECK_EQ_INT(w.res.series_reserved[0], 40 * MIB);
+    CHECK_EQ_INT(w.res.series_reserved_min[0], 40 * MIB);
+    CHECK_EQ_INT(w.res.series_allocated[0], 40 * MIB);
+    CHECK_EQ_INT(w.res.series_allocated_min[0], 0);
+    CHECK_EQ_INT(w.res.series_reserved[1], 70 * MIB);
+    CHECK_EQ_INT(w.res.series_reserved_min[1], 70 * MIB);
+    CHECK_EQ_INT(w.res.series_allocated[1], 46 * MIB);
+    CHECK_EQ_INT(w.res.series_allocated_min[1], 0);
+  }
+  tc_tsrun_result_free(&w.res);
+}
+
 TC_MAIN(T(min_limit_search), T(min_limit_at_lower_bound), T(row_under_fraction), T(no_limit_fits_the_device),
-        T(recommendation))
+        T(recommendation), T(series_extremes))

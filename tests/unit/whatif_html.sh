@@ -45,6 +45,14 @@ def text(fragment):
 
 status = json.loads(html.unescape(section(r'<pre id="whatif-status"[^>]*>(.*?)</pre>')))
 assert status.get("ok") is True, status
+assert re.search(r'<pre id="whatif-status" hidden', dom), "the status line is visible on the page"
+assert "console." not in open(sys.argv[1]).read(), "the page logs to the console"
+# many rows: the recorded, recommended and compact rows shown, the others hidden
+rec = doc["recommended"]
+rec_i = next((i for i, r in enumerate(rows) if rec and r["config"] == rec["config"] and r["min_limit"] == rec["min_limit"]), -1)
+main = sorted({0, rec_i} - {-1} | {i for i, r in enumerate(rows) if r["config"].startswith("policy:compact")})
+want_shown = main if len(rows) > 6 else list(range(len(rows)))
+assert status["shown"] == want_shown, (status["shown"], want_shown)
 assert '<title>tcuda what-if</title>' in dom, "the title changed"
 # no markup from the document became an element
 for tag in re.findall(r"<(img|iframe|object|embed)\b", dom, re.I):
@@ -68,6 +76,19 @@ got = sorted((int(re.search(r'data-row="(\d+)"', p).group(1)), re.search(r'data-
 want = sorted((i, k) for i in range(len(rows)) for k in ("reserved", "allocated"))
 assert got == want, (len(got), len(want))
 assert all(re.search(r'\bd="M[\d.]+ [\d.]+(L[\d.]+ [\d.]+)+"', p) for p in paths), "a path without points"
+visible = sorted({int(re.search(r'data-row="(\d+)"', p).group(1)) for p in paths if "display: none" not in p})
+assert visible == want_shown, (visible, want_shown)
+# a band from each point's minimum to its maximum, per config and series
+bands = re.findall(r"<polygon\b[^>]*>", svg)
+got = sorted((int(re.search(r'data-row="(\d+)"', p).group(1)), re.search(r'data-band="(\w+)"', p).group(1)) for p in bands)
+assert got == want, (len(got), len(want))
+assert sorted({int(re.search(r'data-row="(\d+)"', p).group(1)) for p in bands if "display: none" not in p}) == want_shown
+for r in rows:
+    ser = r["series"]
+    for k in ("reserved", "allocated"):
+        assert len(ser[k + "_min"]) == len(ser[k]) and all(a <= b for a, b in zip(ser[k + "_min"], ser[k])), k
+offs = sorted(int(i) for i in re.findall(r'<span class="lg off" data-row="(\d+)"', dom))
+assert offs == sorted(set(range(len(rows))) - set(want_shown)), offs
 assert status["lines"] == len(want), status
 # legend: one entry per config
 legend = section(r'<div id="legend">(.*?)</div>\s*<div class="lg-actions">')
@@ -118,6 +139,20 @@ check "$W/limit.html" "$W/limit.dom"
   || fail "whatif --html tf_default: $(cat "$W/err")"
 render "$W/default.html" > "$W/default.dom" || fail "chromium failed on the tf_default page"
 check "$W/default.html" "$W/default.dom"
+
+# ---- 19 rows: the chart shows the main ones, the legend has all ----
+confs=()
+for c in expandable_segments:True max_split_size_mb:64 max_split_size_mb:128 max_split_size_mb:256 \
+         max_split_size_mb:512 roundup_power2_divisions:2 roundup_power2_divisions:4 roundup_power2_divisions:8 \
+         garbage_collection_threshold:0.6 garbage_collection_threshold:0.8 policy:compact \
+         expandable_segments:True,roundup_power2_divisions:4 max_split_size_mb:128,roundup_power2_divisions:4 \
+         expandable_segments:True,max_split_size_mb:256 max_split_size_mb:1024 roundup_power2_divisions:16 \
+         garbage_collection_threshold:0.7 max_split_size_mb:2048; do confs+=(--config "$c"); done
+"$CLI" whatif "${confs[@]}" --fraction 0.5 --html "$W/many.html" "$DATA/tf_default.pickle" > /dev/null 2>"$W/err" \
+  || fail "whatif --html with 18 configs: $(cat "$W/err")"
+render "$W/many.html" > "$W/many.dom" || fail "chromium failed on the 19-row page"
+check "$W/many.html" "$W/many.dom"
+python3 -c 'import json,re,sys; d=json.loads(re.search(r"<script id=\"whatif-data\" type=\"application/json\">(.*?)</script>", open(sys.argv[1]).read(), re.S).group(1)); assert len(d["configs"]) == 19, len(d["configs"])' "$W/many.html" || fail "not 19 rows"
 
 # ---- frames with a hostile name, through the CLI's embedding ----
 # tf_limit as JSON, with the frames of its later OOMs (and a hostile name)
@@ -175,9 +210,16 @@ dom = open(sys.argv[1]).read()
 doc = json.loads(re.search(r'<script id="whatif-data" type="application/json">(.*?)</script>',
                            open(sys.argv[2]).read(), re.S).group(1))
 paths = re.findall(r"<path\b[^>]*>", dom)
-hidden = {re.search(r'data-row="(\d+)"', p).group(1) for p in paths if "display: none" in p}
-assert hidden == {"1"}, hidden
-assert re.search(r'<span class="lg off" data-row="1"', dom), "legend entry 1 not marked off"
+rows = doc["configs"]; rec = doc["recommended"]
+rec_i = next((i for i, r in enumerate(rows) if rec and r["config"] == rec["config"] and r["min_limit"] == rec["min_limit"]), -1)
+main = {0, rec_i} - {-1} | {i for i, r in enumerate(rows) if r["config"].startswith("policy:compact")}
+assert len(rows) > 6
+# shown at first: the main rows; the click toggles entry 1
+want = (set(range(len(rows))) - main) ^ {1}
+hidden = {int(re.search(r'data-row="(\d+)"', p).group(1)) for p in paths if "display: none" in p}
+assert hidden == want, (hidden, want)
+was_off = 1 not in main
+assert bool(re.search(r'<span class="lg off" data-row="1"', dom)) != was_off, "legend entry 1 not toggled"
 assert re.search(r'<tr data-row="3" class="[^"]*\bsel\b', dom), "row 3 not selected"
 title = html.unescape(re.sub(r"<[^>]+>", "", re.search(r'<div id="oom-title">(.*?)</div>\s*<ol', dom, re.S).group(1)))
 assert title.startswith("Row " + (doc["configs"][3]["config"] or "(torch default)")), title
