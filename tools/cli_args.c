@@ -276,3 +276,36 @@ void cli_progress_done(cli_progress *p) {
   if (p->shown) fputs("\r\033[K", stderr);
   p->shown = 0;
 }
+
+/* ---- standard input as a file ---- */
+
+static char g_spool[64];
+static void remove_spool(void) {
+  if (g_spool[0]) unlink(g_spool);
+}
+
+const char *cli_spool_stdin(uint64_t cap) {
+  tcuda_clear_error();
+  char *data = NULL;
+  size_t len = 0;
+  if (tcuda_input_read("-", cap, &data, &len)) return NULL;
+  const char *dir = getenv("TMPDIR");
+  snprintf(g_spool, sizeof g_spool, "%s/tcuda-stdin.XXXXXX", dir && *dir && strlen(dir) < 40 ? dir : "/tmp");
+  int fd = mkstemp(g_spool);
+  if (fd < 0) {
+    g_spool[0] = 0;
+    tcuda_string_free(data);
+    return NULL;
+  }
+  atexit(remove_spool);
+  size_t done = 0;
+  while (done < len) {
+    ssize_t w = write(fd, data + done, len - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    done += (size_t)w;
+  }
+  tcuda_string_free(data);
+  if (close(fd) || done < len) return NULL;
+  return g_spool;
+}

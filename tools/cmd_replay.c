@@ -84,39 +84,6 @@ static int is_snapshot(const char *path, uint64_t cap) {
   return tc_sniff(head, n) != TC_SNIFF_NONE;
 }
 
-/* "-": standard input, read (and decompressed) once and kept in a temporary
- * file, since a snapshot is told from a trace before the library reads it.
- * The file goes at exit. */
-static char g_spool[64];
-static void remove_spool(void) {
-  if (g_spool[0]) unlink(g_spool);
-}
-
-static const char *spool_stdin(uint64_t cap) {
-  tcuda_clear_error();
-  char *data = NULL;
-  size_t len = 0;
-  if (tcuda_input_read("-", cap, &data, &len)) return NULL;
-  const char *dir = getenv("TMPDIR");
-  snprintf(g_spool, sizeof g_spool, "%s/tcuda-stdin.XXXXXX", dir && *dir && strlen(dir) < 40 ? dir : "/tmp");
-  int fd = mkstemp(g_spool);
-  if (fd < 0) {
-    g_spool[0] = 0;
-    tcuda_string_free(data);
-    return NULL;
-  }
-  atexit(remove_spool);
-  size_t done = 0;
-  while (done < len) {
-    ssize_t w = write(fd, data + done, len - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) break;
-    done += (size_t)w;
-  }
-  tcuda_string_free(data);
-  if (close(fd) || done < len) return NULL;
-  return g_spool;
-}
 
 /* The exit code of a replay that wrote through to_stdout: its error, a
  * write error, or 0 once stdout is flushed. */
@@ -207,7 +174,7 @@ int cmd_replay(int argc, char **argv) {
   if (argc - optind > 1) return cli_usage_error(&CMD, "more than one trace ('%s')", argv[optind + 1]);
   const char *trace = optind < argc ? argv[optind] : NULL;
   if (!trace) return cli_usage_error(&CMD, "no trace given");
-  if (!strcmp(trace, "-") && !(trace = spool_stdin(o.max_input_bytes)))
+  if (!strcmp(trace, "-") && !(trace = cli_spool_stdin(o.max_input_bytes)))
     return cli_error(&CMD, "cannot read standard input: %s", tcuda_last_status() ? tcuda_last_error() : strerror(errno));
   if (is_snapshot(trace, o.max_input_bytes)) {
     if (!o.simulate)
