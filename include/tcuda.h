@@ -85,6 +85,22 @@ TCUDA_API void tcuda_clear_error(void);
  * with this. NULL is fine. */
 TCUDA_API void tcuda_string_free(char *s);
 
+/* A byte count as the CLI's size options take it (--capacity, --max-input):
+ * plain bytes in decimal or 0x hex, or a number with a unit, kB MB GB TB
+ * (powers of 1000) or KiB MiB GiB TiB (powers of 1024), e.g. "80GiB" or
+ * "1.5GB" (a whole number of bytes); more than 0. Errors:
+ * TCUDA_ERROR_INVALID_ARGUMENT, "tcuda_size_parse: size 'TEXT': why". */
+TCUDA_API tcuda_status tcuda_size_parse(const char *text, uint64_t *bytes);
+
+/* An input file read as every tcuda reader reads snapshots and traces: "-"
+ * is standard input, gzip data (a .pickle.gz, by its magic bytes) comes back
+ * decompressed, and at most max_bytes (0: 1 GiB) are taken from the file and
+ * from its decompressed bytes alike. *data is NUL-terminated (*len excludes
+ * the NUL); free it with tcuda_string_free. Errors: TCUDA_ERROR_IO (cannot
+ * read, or over the cap), TCUDA_ERROR_PARSE (bad gzip data),
+ * TCUDA_ERROR_HOST_OUT_OF_MEMORY. */
+TCUDA_API tcuda_status tcuda_input_read(const char *path, uint64_t max_bytes, char **data, size_t *len);
+
 /* ======================================================================
  * Version and build information
  * ====================================================================== */

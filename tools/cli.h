@@ -75,6 +75,11 @@ const char *cli_shown(const char *s, char *buf, size_t n);
  * NULL with errno set (EFBIG past the cap; ENOMEM when memory runs out: the
  * read stops there, never going on from a device that does not end). */
 char *cli_read_file(const char *path, uint64_t cap, size_t *len);
+/* "-" (standard input) read once, decompressed, at most cap bytes, into a
+ * temporary file removed at exit: for commands that read their input more
+ * than once (to sniff it, then through the library). Its path, or NULL
+ * (tcuda_last_error() says why when tcuda_last_status() is set, else errno). */
+const char *cli_spool_stdin(uint64_t cap);
 /* 32 hex digits from /dev/urandom for a page's script nonce; -1 if unreadable. */
 int cli_make_nonce(char out[33]);
 /* A whole number in min..max: `noun` names it in messages ("-n -4 is not a

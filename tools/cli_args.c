@@ -169,52 +169,11 @@ int cli_parse_whole(const cli_cmd *c, const char *opt, const char *s, const char
 }
 
 int cli_parse_bytes(const cli_cmd *c, const char *opt, const char *s, uint64_t *v) {
-  static const struct { const char *name; uint64_t mult; } units[] = {
-      {"B", 1}, {"kB", 1000}, {"KB", 1000}, {"MB", 1000000}, {"GB", 1000000000}, {"TB", 1000000000000},
-      {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40},
-  };
-  char b[128];
-  const char *why = "expected a positive byte count, e.g. 150109880320, 80GB or 80GiB";
-  uint64_t x;
-  if (scan_u64(s, &x)) { /* plain bytes */
-    if (x) { *v = x; return 1; }
-    why = "must be more than 0 bytes";
-    goto bad;
-  }
-  /* DIGITS[.DIGITS]UNIT */
-  const char *p = s;
-  uint64_t whole = 0, frac = 0, scale = 1;
-  int digits = 0;
-  for (; isdigit((unsigned char)*p); p++, digits++) {
-    if (whole > (UINT64_MAX - 9) / 10) { why = "too large"; goto bad; }
-    whole = whole * 10 + (uint64_t)(*p - '0');
-  }
-  if (*p == '.') {
-    for (p++; isdigit((unsigned char)*p); p++, digits++) {
-      if (scale > UINT64_MAX / 100) { why = "too many decimals"; goto bad; }
-      frac = frac * 10 + (uint64_t)(*p - '0');
-      scale *= 10;
-    }
-  }
-  if (!digits) goto bad;
-  while (*p == ' ') p++;
-  for (size_t i = 0; i < sizeof units / sizeof *units; i++) {
-    if (strcmp(p, units[i].name)) continue;
-    uint64_t m = units[i].mult;
-    if (whole > UINT64_MAX / m) { why = "too large (more than 2^64-1 bytes)"; goto bad; }
-    /* frac/scale of m bytes must be whole: frac*m exactly divisible by scale */
-    unsigned __int128 fm = (unsigned __int128)frac * m;
-    if (fm % scale) { why = "not a whole number of bytes"; goto bad; }
-    uint64_t part = (uint64_t)(fm / scale);
-    if (whole * m > UINT64_MAX - part) { why = "too large (more than 2^64-1 bytes)"; goto bad; }
-    x = whole * m + part;
-    if (!x) { why = "must be more than 0 bytes"; goto bad; }
-    *v = x;
-    return 1;
-  }
-  if (*p) why = "unknown unit (kB MB GB TB are powers of 1000, KiB MiB GiB TiB powers of 1024)";
-bad:
-  cli_usage_error(c, "%s '%s': %s", opt, cli_shown(s, b, sizeof b), why);
+  /* the library's parser, which Python's size arguments share */
+  if (tcuda_size_parse(s, v) == TCUDA_SUCCESS) return 1;
+  const char *m = tcuda_last_error(), *pre = "tcuda_size_parse: size ";
+  if (!strncmp(m, pre, strlen(pre))) m += strlen(pre);
+  cli_usage_error(c, "%s %s", opt, m);
   return 0;
 }
 
@@ -278,30 +237,14 @@ int cli_make_nonce(char out[33]) {
 }
 
 char *cli_read_file(const char *path, uint64_t cap, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  size_t room = 1 << 16, n = 0;
-  char *p = malloc(room);
-  int err = p ? 0 : ENOMEM;
-  while (p) {
-    if (n == room) {
-      char *q = room <= SIZE_MAX / 2 ? realloc(p, room * 2) : NULL;
-      if (!q) { free(p); p = NULL; err = ENOMEM; break; }
-      p = q;
-      room *= 2;
-    }
-    size_t want = room - n;
-    if (want > cap + 1 - n) want = (size_t)(cap + 1 - n); /* a byte past the cap shows it is exceeded */
-    size_t r = fread(p + n, 1, want, f);
-    n += r;
-    if (n > cap) { free(p); p = NULL; err = EFBIG; break; }
-    if (r < want) break;
-  }
-  if (p && ferror(f)) { free(p); p = NULL; err = EIO; }
-  fclose(f);
-  *len = n;
-  if (!p) errno = err;
-  return p;
+  char *data = NULL;
+  tcuda_status st = tcuda_input_read(path, cap, &data, len);
+  if (st == TCUDA_SUCCESS) return data;
+  if (st == TCUDA_ERROR_HOST_OUT_OF_MEMORY) errno = ENOMEM;
+  else if (st == TCUDA_ERROR_PARSE) errno = EILSEQ; /* bad gzip data */
+  else if (strstr(tcuda_last_error(), "input cap")) errno = EFBIG;
+  else if (!errno) errno = EIO; /* errno is still that of the failed open or read */
+  return NULL;
 }
 
 static double now_s(void) {
@@ -332,4 +275,37 @@ void cli_progress_fn(void *user, const char *stage, uint64_t done, uint64_t tota
 void cli_progress_done(cli_progress *p) {
   if (p->shown) fputs("\r\033[K", stderr);
   p->shown = 0;
+}
+
+/* ---- standard input as a file ---- */
+
+static char g_spool[64];
+static void remove_spool(void) {
+  if (g_spool[0]) unlink(g_spool);
+}
+
+const char *cli_spool_stdin(uint64_t cap) {
+  tcuda_clear_error();
+  char *data = NULL;
+  size_t len = 0;
+  if (tcuda_input_read("-", cap, &data, &len)) return NULL;
+  const char *dir = getenv("TMPDIR");
+  snprintf(g_spool, sizeof g_spool, "%s/tcuda-stdin.XXXXXX", dir && *dir && strlen(dir) < 40 ? dir : "/tmp");
+  int fd = mkstemp(g_spool);
+  if (fd < 0) {
+    g_spool[0] = 0;
+    tcuda_string_free(data);
+    return NULL;
+  }
+  atexit(remove_spool);
+  size_t done = 0;
+  while (done < len) {
+    ssize_t w = write(fd, data + done, len - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    done += (size_t)w;
+  }
+  tcuda_string_free(data);
+  if (close(fd) || done < len) return NULL;
+  return g_spool;
 }

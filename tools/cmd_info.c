@@ -44,7 +44,7 @@ int cmd_info(int argc, char **argv) {
   } else {
     printf("tcuda %s\n", tcuda_version_string());
     printf("  CUDA runtime %s, driver %s, NCCL %s\n", rt, drv, nccl);
-    printf("  built for: %s\n", tcuda_get_arch_list());
+    printf("  built for: %s\n", tcuda_get_arch_list()[0] ? tcuda_get_arch_list() : "no GPU (built without CUDA)");
     if (!avail) printf("CUDA is not available: %s\n", why);
     else printf("%d CUDA device%s\n", n, n == 1 ? "" : "s");
   }

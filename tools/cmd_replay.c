@@ -9,7 +9,10 @@
 #include "cli.h"
 #include "replay/sniff.h"
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const cli_cmd CMD = {
     "replay",
@@ -61,16 +64,26 @@ static tcuda_status to_stdout(void *user, const char *bytes, size_t n) {
 
 /* A snapshot is what the library's reader takes for one (replay/sniff.h:
  * a pickle, or JSON after an optional byte order mark); a trace line never
- * starts with '{' or '['. 0: not a snapshot, or the file cannot be read
- * (the trace path reports that). */
-static int is_snapshot(const char *path) {
+ * starts with '{' or '['. A gzip file is sniffed after decompressing it.
+ * 0: not a snapshot, or the file cannot be read (the trace path reports
+ * that). */
+static int is_snapshot(const char *path, uint64_t cap) {
   FILE *f = fopen(path, "rb");
   if (!f) return 0;
   static char head[1 << 16]; /* blanks longer than this before a snapshot's '{' are not worth a guess */
   size_t n = fread(head, 1, sizeof head, f);
   fclose(f);
+  if (n >= 2 && (unsigned char)head[0] == 0x1f && (unsigned char)head[1] == 0x8b) {
+    char *data = NULL;
+    size_t len = 0;
+    if (tcuda_input_read(path, cap, &data, &len)) return 0;
+    int r = tc_sniff(data, len) != TC_SNIFF_NONE;
+    tcuda_string_free(data);
+    return r;
+  }
   return tc_sniff(head, n) != TC_SNIFF_NONE;
 }
+
 
 /* The exit code of a replay that wrote through to_stdout: its error, a
  * write error, or 0 once stdout is flushed. */
@@ -161,7 +174,9 @@ int cmd_replay(int argc, char **argv) {
   if (argc - optind > 1) return cli_usage_error(&CMD, "more than one trace ('%s')", argv[optind + 1]);
   const char *trace = optind < argc ? argv[optind] : NULL;
   if (!trace) return cli_usage_error(&CMD, "no trace given");
-  if (is_snapshot(trace)) {
+  if (!strcmp(trace, "-") && !(trace = cli_spool_stdin(o.max_input_bytes)))
+    return cli_error(&CMD, "cannot read standard input: %s", tcuda_last_status() ? tcuda_last_error() : strerror(errno));
+  if (is_snapshot(trace, o.max_input_bytes)) {
     if (!o.simulate)
       return cli_usage_error(&CMD, "the file given is a memory snapshot: snapshots replay only on the "
                                    "simulated device (add --simulate)");

@@ -167,6 +167,8 @@ int cmd_viz(int argc, char **argv) {
   if (optind == argc) return cli_usage_error(&CMD, "no snapshot given");
   if (argc - optind > 1) return cli_usage_error(&CMD, "more than one snapshot ('%s')", argv[optind + 1]);
   in = argv[optind];
+  if (!strcmp(in, "-") && !(in = cli_spool_stdin(cap))) /* read twice below */
+    return fail("cannot read standard input: %s%s", tcuda_last_status() ? tcuda_last_error() : strerror(errno), "");
   size_t n = 0;
   char *data = cli_read_file(in, cap, &n);
   if (!data && errno == EFBIG) {

@@ -40,7 +40,7 @@ from .random import (Generator, default_generator, get_rng_state, get_rng_state_
                      manual_seed_all, normal_, random_, seed, seed_all, set_rng_state, set_rng_state_all, uniform_)
 from .graphs import CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
 from ._dlpack import Tensor
-from ._whatif import whatif
+from ._whatif import parse_size, whatif
 from . import comm, graphs, interop, memory, nvtx, random, streams
 from ._whatif import whatif_compare
 

@@ -45,7 +45,8 @@ def _load():
         "tcuda: cannot load libtcuda.so. Tried:\n  " + "\n  ".join(tried) +
         "\nBuild it (cmake -S . -B build && cmake --build build, in the tcuda repository) and either "
         "reinstall the package (pip install --no-build-isolation ./python bundles build/src/libtcuda.so) "
-        "or set TCUDA_LIBRARY=/path/to/libtcuda.so.")
+        "or set TCUDA_LIBRARY=/path/to/libtcuda.so. `pip install .` in the repository builds and bundles it "
+        "(without CUDA where there is no CUDA toolkit).")
 
 
 lib, _path = _load()
@@ -238,6 +239,7 @@ _PROTOTYPES = {
     "tcuda_last_status": (c_int, []),
     "tcuda_clear_error": (None, []),
     "tcuda_string_free": (None, [c_void_p]),
+    "tcuda_size_parse": (S, [c_char_p, P(c_uint64)]),
     # version and devices
     "tcuda_version": (c_int, []),
     "tcuda_version_string": (c_char_p, []),
@@ -403,6 +405,7 @@ _PROTOTYPES = {
 
 # Exported by libtcuda but deliberately not bound here, with the reason.
 _UNBOUND = {
+    "tcuda_input_read": "the package hands paths to the library, whose readers read them the same way",
     "tcuda_replay_file_to": "C-only by design, as tcuda_replay_file: it streams a trace replay to a C callback",
     "tcuda_replay_snapshot_to": "streams a snapshot's replay to a C callback, as tcuda_replay_file_to (the "
                                 "`tcuda replay --simulate` command's); tcuda.whatif covers snapshots from Python",

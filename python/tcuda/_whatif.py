@@ -13,11 +13,11 @@ import math
 import numbers
 import os
 import re
-from ctypes import byref, c_char_p, c_void_p
+from ctypes import byref, c_char_p, c_uint64, c_void_p
 
 from ._lib import WhatifOptionsT, c_path, c_string, check, int_arg, lib, take_string, uint64_arg
 
-__all__ = ["whatif"]
+__all__ = ["whatif", "parse_size"]
 
 _MAX_CONFIGS = 255  # the library's rows, less the recorded one
 _MAX_DEPTH = 512  # the library's readers nest no deeper (TC_PV_MAX_DEPTH)
@@ -95,7 +95,60 @@ def _is_int(v):
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
-def whatif(snapshot, configs=None, capacity=None, fraction=None, device=0, *, threads=0, series_points=0,
+_GRID = 2 << 20  # the allocator's 2 MiB grid: the smallest simulated device
+
+
+def parse_size(text, name="size"):
+    """A byte count written as the CLI's size options take it: an int, or a
+    str such as "150109880320", "0x1000", "80GB" (powers of 1000) or "80GiB"
+    (powers of 1024); libtcuda's parser (tcuda_size_parse), so both read the
+    same text alike. ValueError names `name` for a bad one."""
+    if _is_int(text):
+        if text <= 0:
+            raise ValueError("%s %d is not a positive byte count" % (name, text))
+        return uint64_arg(text, name)
+    if not isinstance(text, str):
+        raise TypeError("%s must be an int or a str such as '80GiB', not %s" % (name, type(text).__name__))
+    out = c_uint64()
+    if lib.tcuda_size_parse(c_string(text, name), byref(out)):
+        msg = (lib.tcuda_last_error() or b"").decode("utf-8", "replace")
+        raise ValueError("%s %s" % (name, msg.split("tcuda_size_parse: size ", 1)[-1]))
+    return out.value
+
+
+def _size_arg(F, name, v):
+    try:
+        return parse_size(v, name)
+    except (TypeError, ValueError) as e:
+        raise type(e)("%s: %s" % (F, e)) from None
+
+
+def _capacity_arg(F, capacity):
+    n = _size_arg(F, "capacity", capacity)
+    if n < _GRID:
+        raise ValueError("%s: capacity %r: under 2 MiB, the allocator's grid" % (F, capacity))
+    return n
+
+
+def _whole(F, name, v, lo, hi, noun):
+    """The CLI's rule for a whole-number option (cli_parse_whole), with its words."""
+    if not _is_int(v):
+        raise TypeError("%s: %s must be an int, not %s" % (F, name, type(v).__name__))
+    if not lo <= v <= hi:
+        raise ValueError("%s: %s %d is not a valid %s: %s %d"
+                         % (F, name, v, noun, "at least" if v < lo else "at most", lo if v < lo else hi))
+    return v
+
+
+def _budget_arg(F, work_budget):
+    if not _is_int(work_budget):
+        raise TypeError("%s: work_budget must be an int or None, not %s" % (F, type(work_budget).__name__))
+    n = uint64_arg(work_budget, "work_budget")
+    _whole(F, "work_budget", work_budget, 1, (1 << 64) - 1, "work budget")
+    return n
+
+
+def whatif(snapshot, configs=None, capacity=None, fraction=None, device=0, *, threads=None, series_points=0,
            max_input=None, work_budget=None):
     """What would other allocator configs, or a memory limit, do to the
     history in a PyTorch memory snapshot? Returns the library's document as
@@ -105,19 +158,24 @@ def whatif(snapshot, configs=None, capacity=None, fraction=None, device=0, *, th
     None, "notes": [...]}; docs/whatif.md describes it.
 
     snapshot: a path (str or os.PathLike) to torch.cuda.memory._dump_snapshot()'s
-        pickle or its JSON form, or the dict torch.cuda.memory._snapshot() returns.
+        pickle or its JSON form, either of them gzip-compressed (.pickle.gz),
+        "-" for standard input, or the dict torch.cuda.memory._snapshot() returns.
     configs: PYTORCH_CUDA_ALLOC_CONF strings, one row each after the recorded
         config's row; None: the default sweep.
-    capacity: the simulated device's bytes; None: an H200's.
+    capacity: the simulated device's bytes, an int or a str with a unit as
+        the CLI's --capacity takes it ("80GiB", "80GB"), at least 2 MiB;
+        None: an H200's.
     fraction: set_per_process_memory_fraction for every row, in (0, 1]; None: no
         limit, or the one inferred from the history's OOMs.
     device: whose history, for a snapshot of several devices.
-    threads: rows replayed at once; 0: one per CPU.
+    threads: rows replayed at once, 1 to 256; None: one per CPU.
     series_points: > 0 gives each row a "series" of reserved and allocated
         bytes over the history's time, at up to that many points: the
         maxima since the previous point and the minima ("reserved_min",
         "allocated_min").
-    max_input: the largest snapshot file read, in bytes; None: 1 GiB.
+    max_input: the largest snapshot read, in bytes (an int or a str with a
+        unit), for the file and for a .gz file's decompressed bytes alike;
+        None: 1 GiB.
     work_budget: the work the snapshot may cost, in units (docs/whatif.md);
         None: a multiple of its size.
     """
@@ -149,12 +207,7 @@ def whatif(snapshot, configs=None, capacity=None, fraction=None, device=0, *, th
         opts.configs = ctypes.cast(keep, ctypes.POINTER(c_char_p))
         opts.num_configs = len(configs)
     if capacity is not None:
-        if not _is_int(capacity):
-            raise TypeError("tcuda.whatif: capacity must be an int (bytes) or None, not %s"
-                            % type(capacity).__name__)
-        if capacity <= 0:
-            raise ValueError("tcuda.whatif: capacity %d is not a positive byte count (None: an H200's)" % capacity)
-        opts.capacity = uint64_arg(capacity, "capacity")
+        opts.capacity = _capacity_arg("tcuda.whatif", capacity)
     if fraction is not None:
         if not isinstance(fraction, numbers.Real) or isinstance(fraction, bool):
             raise TypeError("tcuda.whatif: fraction must be a number in (0, 1] or None, not %s"
@@ -162,24 +215,21 @@ def whatif(snapshot, configs=None, capacity=None, fraction=None, device=0, *, th
         if not 0 < fraction <= 1:
             raise ValueError("tcuda.whatif: fraction %r is not in (0, 1] (None: no limit)" % (fraction,))
         opts.memory_fraction = float(fraction)
-    for name, v in (("device", device), ("threads", threads), ("series_points", series_points)):
-        if not _is_int(v):
-            raise TypeError("tcuda.whatif: %s must be an int, not %s" % (name, type(v).__name__))
-        if v < 0:
-            raise ValueError("tcuda.whatif: %s %d is negative" % (name, v))
-    for name, v in (("max_input", max_input), ("work_budget", work_budget)):
-        if v is None:
-            continue
-        if not _is_int(v):
-            raise TypeError("tcuda.whatif: %s must be an int or None, not %s" % (name, type(v).__name__))
-        if v <= 0:
-            raise ValueError("tcuda.whatif: %s %d is not positive (None: the default)" % (name, v))
+    # The CLI's ranges and words (tools/cmd_whatif.c): --device, --threads,
+    # --work-budget.
+    _whole("tcuda.whatif", "device", device, 0, 1023, "device index")
+    if threads is not None:
+        _whole("tcuda.whatif", "threads", threads, 1, 256, "thread count")
+    if not _is_int(series_points):
+        raise TypeError("tcuda.whatif: series_points must be an int, not %s" % type(series_points).__name__)
+    if series_points < 0:
+        raise ValueError("tcuda.whatif: series_points %d is negative" % series_points)
     if max_input is not None:
-        opts.max_input_bytes = uint64_arg(max_input, "max_input")
+        opts.max_input_bytes = _size_arg("tcuda.whatif", "max_input", max_input)
     if work_budget is not None:
-        opts.work_budget = uint64_arg(work_budget, "work_budget")
+        opts.work_budget = _budget_arg("tcuda.whatif", work_budget)
     opts.device = int_arg(device, "device")
-    opts.threads = int_arg(threads, "threads")
+    opts.threads = int_arg(threads or 0, "threads")
     opts.series_points = int_arg(series_points, "series_points")
 
     out = c_void_p()  # `keep` holds the config strings until the call returns
@@ -199,7 +249,8 @@ def whatif_compare(before, after, capacity=None, fraction=None, device=None, *, 
     "What holds the memory"). The same as `tcuda compare BEFORE AFTER --json`.
 
     before, after: paths (str or os.PathLike) to _dump_snapshot()'s pickles
-        or their JSON form. Errors name the argument ("before: PATH: ...").
+        or their JSON form, either gzipped (.pickle.gz), or one of them "-"
+        for standard input. Errors name the argument ("before: PATH: ...").
     capacity, fraction, max_input, work_budget: as for tcuda.whatif.
     device: whose history; None: 0, and both snapshots must record as many
         devices.
@@ -214,30 +265,20 @@ def whatif_compare(before, after, capacity=None, fraction=None, device=None, *, 
     opts.struct_size = ctypes.sizeof(WhatifOptionsT)
     opts.device = -1
     if capacity is not None:
-        if not _is_int(capacity):
-            raise TypeError("%s: capacity must be an int (bytes) or None, not %s" % (F, type(capacity).__name__))
-        if capacity <= 0:
-            raise ValueError("%s: capacity %d is not a positive byte count (None: an H200's)" % (F, capacity))
-        opts.capacity = uint64_arg(capacity, "capacity")
+        opts.capacity = _capacity_arg(F, capacity)
     if fraction is not None:
         if not isinstance(fraction, numbers.Real) or isinstance(fraction, bool):
             raise TypeError("%s: fraction must be a number in (0, 1] or None, not %s" % (F, type(fraction).__name__))
         if not 0 < fraction <= 1:
             raise ValueError("%s: fraction %r is not in (0, 1] (None: no limit)" % (F, fraction))
         opts.memory_fraction = float(fraction)
-    for name, v in (("device", device), ("max_input", max_input), ("work_budget", work_budget)):
-        if v is None:
-            continue
-        if not _is_int(v):
-            raise TypeError("%s: %s must be an int or None, not %s" % (F, name, type(v).__name__))
-        if v < 0 or (v == 0 and name != "device"):
-            raise ValueError("%s: %s %d is out of range" % (F, name, v))
+    # the CLI's ranges and words (tools/cmd_compare.c), as tcuda.whatif
     if device is not None:
-        opts.device = int_arg(device, "device")
+        opts.device = int_arg(_whole(F, "device", device, 0, 1023, "device index"), "device")
     if max_input is not None:
-        opts.max_input_bytes = uint64_arg(max_input, "max_input")
+        opts.max_input_bytes = _size_arg(F, "max_input", max_input)
     if work_budget is not None:
-        opts.work_budget = uint64_arg(work_budget, "work_budget")
+        opts.work_budget = _budget_arg(F, work_budget)
     out = c_void_p()
     check(lib.tcuda_whatif_compare_files(paths[0], paths[1], byref(opts), byref(out)))
     return json.loads(take_string(out))

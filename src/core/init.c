@@ -42,12 +42,24 @@ tcuda_status tc_cuda_error(cudaError_t err, const char *func, const char *call) 
 }
 
 static const char *describe_unavailable(cudaError_t e) {
+#ifdef TCUDA_NO_CUDA
+  return "tcuda was built without CUDA";
+#endif
   switch (e) {
   case cudaErrorInsufficientDriver: return "no CUDA driver, or the driver is older than the runtime";
   case cudaErrorNoDevice: return "no CUDA-capable device is detected";
   case cudaErrorInitializationError: return "the CUDA driver failed to initialise";
   default: return "CUDA initialisation failed";
   }
+}
+
+/* Into g_unavailable, under g_init_mu: why, and CUDA's name for it. */
+static void unavailable_text(cudaError_t e) {
+#ifdef TCUDA_NO_CUDA
+  snprintf(g_unavailable, sizeof g_unavailable, "%s", describe_unavailable(e));
+#else
+  snprintf(g_unavailable, sizeof g_unavailable, "%s (%s)", describe_unavailable(e), cudaGetErrorName(e));
+#endif
 }
 
 tcuda_status tc_lazy_init(const char *func) {
@@ -65,8 +77,7 @@ tcuda_status tc_lazy_init(const char *func) {
     if (e != cudaSuccess || n == 0) {
       if (e == cudaSuccess) e = cudaErrorNoDevice;
       (void)cudaGetLastError();
-      snprintf(g_unavailable, sizeof g_unavailable, "%s (%s)", describe_unavailable(e),
-               cudaGetErrorName(e));
+      unavailable_text(e);
       st = tc_error(TCUDA_ERROR_NOT_AVAILABLE, "%s: CUDA is not available: %s", func, g_unavailable);
     } else {
       note_driver_touched();
@@ -106,7 +117,7 @@ const char *tcuda_unavailable_reason(void) {
   if (e == cudaSuccess) e = cudaErrorNoDevice;
   (void)cudaGetLastError();
   pthread_mutex_lock(&g_init_mu);
-  snprintf(g_unavailable, sizeof g_unavailable, "%s (%s)", describe_unavailable(e), cudaGetErrorName(e));
+  unavailable_text(e);
   pthread_mutex_unlock(&g_init_mu);
   return g_unavailable;
 }

@@ -63,11 +63,17 @@ static void load_cublas(void) {
 }
 
 void *tc_nccl_sym(const char *name) {
+#ifdef TCUDA_NO_CUDA
+  return NULL; /* a NCCL found on the machine could not run without CUDA */
+#endif
   pthread_once(&g_libs[0].once, load_nccl);
   return g_libs[0].handle ? dlsym(g_libs[0].handle, name) : NULL;
 }
 
 void *tc_cublas_sym(const char *name) {
+#ifdef TCUDA_NO_CUDA
+  return NULL;
+#endif
   pthread_once(&g_libs[1].once, load_cublas);
   return g_libs[1].handle ? dlsym(g_libs[1].handle, name) : NULL;
 }

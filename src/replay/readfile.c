@@ -13,13 +13,35 @@ const char *tc_read_where(const char *func, const char *path, char *buf, size_t 
   return buf;
 }
 
+static tcuda_status read_raw(const char *where, const char *path, uint64_t cap, char **data, size_t *len);
+
 tcuda_status tc_read_file(const char *where, const char *path, uint64_t cap, char **data, size_t *len) {
+  tcuda_status s = read_raw(where, path, cap, data, len);
+  if (s || !tc_is_gzip(*data, *len)) return s;
+  char *z = *data;
+  s = tc_gunzip(where, z, *len, cap, data, len);
+  free(z);
+  return s;
+}
+
+/* Standard input stays open: the caller's, not ours. */
+static void close_in(FILE *f) {
+  if (f != stdin) fclose(f);
+}
+
+static tcuda_status read_raw(const char *where, const char *path, uint64_t cap, char **data, size_t *len) {
   *data = NULL;
   *len = 0;
   if (!cap) cap = TC_READ_MAX_DEFAULT;
   if (cap > SIZE_MAX - 1) cap = SIZE_MAX - 1;
-  FILE *f = fopen(path, "rb");
-  if (!f) return tc_error(TCUDA_ERROR_IO, "%s: cannot open: %s", where, strerror(errno));
+  int is_stdin = !strcmp(path, "-");
+  FILE *f = is_stdin ? stdin : fopen(path, "rb");
+  if (!f) {
+    int e = errno; /* kept for callers that report errno (the CLI) */
+    tc_error(TCUDA_ERROR_IO, "%s: cannot open: %s", where, strerror(e));
+    errno = e;
+    return TCUDA_ERROR_IO;
+  }
   tcuda_status s = TCUDA_SUCCESS;
   struct stat st;
   size_t n = 0, room = 1 << 16;
@@ -52,10 +74,10 @@ tcuda_status tc_read_file(const char *where, const char *path, uint64_t cap, cha
   if (ferror(f)) {
     s = tc_error(TCUDA_ERROR_IO, "%s: cannot read: %s", where, strerror(errno ? errno : EIO));
     free(p);
-    fclose(f);
+    close_in(f);
     return s;
   }
-  fclose(f);
+  close_in(f);
   if (n == room) {
     char *q = realloc(p, n + 1);
     if (!q) {
@@ -69,13 +91,24 @@ tcuda_status tc_read_file(const char *where, const char *path, uint64_t cap, cha
   *len = n;
   return TCUDA_SUCCESS;
 too_big:
-  fclose(f);
+  close_in(f);
   return tc_error(TCUDA_ERROR_IO, "%s: larger than the input cap of %llu bytes (max_input_bytes, --max-input raises it)",
                   where, (unsigned long long)cap);
 oom_p:
   free(p);
 oom:
-  fclose(f);
+  close_in(f);
 oom_closed:
   return tc_error(TCUDA_ERROR_HOST_OUT_OF_MEMORY, "%s: host out of memory reading the file (%zu bytes read)", where, n);
+}
+
+tcuda_status tcuda_input_read(const char *path, uint64_t max_bytes, char **data, size_t *len) {
+  static const char *F = "tcuda_input_read";
+  TC_CHECK_ARG(F, data, "data");
+  *data = NULL;
+  TC_CHECK_ARG(F, len, "len");
+  *len = 0;
+  TC_CHECK_ARG(F, path, "path");
+  char where[320];
+  return tc_read_file(tc_read_where(F, path, where, sizeof where), path, max_bytes, data, len);
 }

@@ -683,6 +683,7 @@ def _no_gpu_rows(tmp_path):
         "whatif": (lambda: tcuda.whatif(str(tmp_path / "missing.pickle")),
                    _Is(lambda e: isinstance(e, tcuda.TcudaError) and "missing.pickle" in str(e),
                        "TcudaError naming the missing file")),
+        "parse_size": (lambda: tcuda.parse_size("80GiB"), 80 << 30),
         # torch.cuda.memory's private history names
         "_record_memory_history": (tcuda.memory._record_memory_history, _NA),
         "_snapshot": (tcuda.memory._snapshot, _Is(lambda v: v["segments"] == [], "no segments")),

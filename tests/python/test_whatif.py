@@ -6,10 +6,13 @@ package never unpickles anything itself. Run by tests/unit/python_pkg.sh.
 The tests load the committed snapshots with Python's pickle module to build
 the dict form: they are this repository's own trusted files."""
 import copy
+import gzip
 import json
 import os
 import pathlib
 import pickle
+import subprocess
+import sys
 
 import pytest
 
@@ -148,7 +151,9 @@ def test_values_json_cannot_carry_name_their_key():
     (dict(configs=[]), ValueError, "configs"),
     (dict(configs=["a\0b"]), ValueError, "configs[0]"),
     (dict(configs=["max_split_size_mb:128"] * 256), ValueError, "configs"),
-    (dict(capacity="80GB"), TypeError, "capacity"),
+    (dict(capacity=[80]), TypeError, "capacity"),
+    (dict(capacity="80XB"), ValueError, "capacity '80XB': unknown unit"),
+    (dict(capacity="1MiB"), ValueError, "under 2 MiB"),
     (dict(capacity=0), ValueError, "capacity"),
     (dict(capacity=True), TypeError, "capacity"),
     (dict(capacity=1 << 64), OverflowError, "capacity"),
@@ -159,8 +164,12 @@ def test_values_json_cannot_carry_name_their_key():
     (dict(device=-1), ValueError, "device"),
     (dict(device=1.0), TypeError, "device"),
     (dict(threads="2"), TypeError, "threads"),
+    (dict(threads=0), ValueError, "threads 0 is not a valid thread count: at least 1"),
+    (dict(threads=257), ValueError, "threads 257 is not a valid thread count: at most 256"),
+    (dict(device=1024), ValueError, "device 1024 is not a valid device index: at most 1023"),
     (dict(series_points=-5), ValueError, "series_points"),
-    (dict(max_input="1GiB"), TypeError, "max_input"),
+    (dict(max_input=b"1GiB"), TypeError, "max_input"),
+    (dict(max_input="lots"), ValueError, "max_input 'lots'"),
     (dict(max_input=0), ValueError, "max_input"),
     (dict(work_budget=-1), ValueError, "work_budget"),
     (dict(work_budget=1 << 64), OverflowError, "work_budget"),
@@ -232,3 +241,106 @@ def test_max_input_and_work_budget_reach_the_library(small_dict):
     assert tcuda.whatif(SMALL, configs=CONFIGS, max_input=size)["snapshot"]["requests"] > 0
     _raises(lambda: tcuda.whatif(SMALL, work_budget=100), "TCUDA_ERROR_PARSE", "budget of 100 units")
     _raises(lambda: tcuda.whatif(small_dict, work_budget=100), "TCUDA_ERROR_PARSE", "budget of 100 units")
+
+
+# ---- inputs: sizes with units, gzip, standard input; the CLI's rules ----
+
+CLI = os.environ.get("TCUDA_CLI")
+
+
+def _cli(*args, stdin=None):
+    if not CLI or not os.path.exists(CLI):
+        pytest.skip("TCUDA_CLI is not set (tests/unit/python_pkg.sh sets it)")
+    return subprocess.run([CLI, *args], stdin=stdin, capture_output=True, text=True)
+
+
+SIZES = [("80GiB", 80 << 30), ("80GB", 80 * 10**9), ("1.5GiB", 3 << 29), ("0x40000000", 1 << 30),
+         ("150109880320", 150109880320), ("2 MiB", 2 << 20), ("2.5kB", 2500)]
+
+
+@pytest.mark.parametrize("text,expected", SIZES)
+def test_parse_size_reads_the_units(text, expected):
+    assert tcuda.parse_size(text) == expected
+    assert tcuda.parse_size(expected) == expected
+
+
+@pytest.mark.parametrize("text", ["80XB", "0", "-1", "1.3B", "", "GiB", "1e9", "99999999999999999999"])
+def test_parse_size_refuses_what_the_cli_refuses(text):
+    with pytest.raises(ValueError) as ei:
+        tcuda.parse_size(text, "capacity")
+    py = str(ei.value)
+    r = _cli("whatif", "--capacity", text, SMALL)
+    assert r.returncode == 2, r.stderr
+    first = r.stderr.splitlines()[0]
+    # the same words after the name: "--capacity '80XB': unknown unit ..." and "capacity '80XB': ..."
+    assert first.startswith("tcuda whatif: --capacity "), first
+    assert first[len("tcuda whatif: --"):] == py, (first, py)
+
+
+@pytest.mark.parametrize("text", ["64MiB", "1.5GiB", "3000000000"])
+def test_capacity_with_units_as_the_cli(text):
+    doc = tcuda.whatif(SMALL, configs=CONFIGS, capacity=text)
+    assert doc["snapshot"]["capacity"] == tcuda.parse_size(text)
+    r = _cli("whatif", "--json", "--capacity", text, "--config", CONFIGS[0], "--config", CONFIGS[1], SMALL)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["snapshot"]["capacity"] == doc["snapshot"]["capacity"]
+
+
+@pytest.mark.parametrize("args,kwargs,words", [
+    (["--threads", "0"], dict(threads=0), "threads 0 is not a valid thread count: at least 1"),
+    (["--threads", "300"], dict(threads=300), "threads 300 is not a valid thread count: at most 256"),
+    (["--device", "1024"], dict(device=1024), "device 1024 is not a valid device index: at most 1023"),
+    (["--capacity", "1MiB"], dict(capacity="1MiB"), "under 2 MiB"),
+])
+def test_the_cli_and_python_refuse_alike(args, kwargs, words):
+    with pytest.raises(ValueError) as ei:
+        tcuda.whatif(SMALL, **kwargs)
+    assert words in str(ei.value)
+    r = _cli("whatif", *args, SMALL)
+    assert r.returncode == 2 and words in r.stderr, r.stderr
+
+
+def test_a_gzip_snapshot_reads_as_the_plain_one(tmp_path):
+    gz = tmp_path / "side_stream.pickle.gz"
+    with open(SMALL, "rb") as f:
+        gz.write_bytes(gzip.compress(f.read()))
+    assert tcuda.whatif(str(gz), configs=CONFIGS) == tcuda.whatif(SMALL, configs=CONFIGS)
+
+
+def test_a_gzip_bomb_stops_at_the_input_cap(tmp_path):
+    bomb = tmp_path / "bomb.pickle.gz"
+    bomb.write_bytes(gzip.compress(b"\x80\x04" + bytes(8 << 20), 9))  # 8 MiB from a few KiB
+    assert bomb.stat().st_size < 64 << 10
+    _raises(lambda: tcuda.whatif(str(bomb), max_input="1MiB"), "TCUDA_ERROR_IO",
+            "larger than the input cap of 1048576 bytes once decompressed")
+
+
+def test_standard_input(tmp_path):
+    code = ("import json, sys, tcuda; "
+            "print(json.dumps(tcuda.whatif('-', configs=%r)['configs']))" % (CONFIGS,))
+    env = dict(os.environ)
+    with open(SMALL, "rb") as f:
+        r = subprocess.run([sys.executable, "-c", code], stdin=f, capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == tcuda.whatif(SMALL, configs=CONFIGS)["configs"]
+
+
+def test_compare_takes_the_same_inputs_and_sizes(tmp_path):
+    b, a = os.path.join(DATA, "side_stream.pickle"), os.path.join(DATA, "graph_pool.pickle")
+    gz = tmp_path / "graph_pool.pickle.gz"
+    with open(a, "rb") as f:
+        gz.write_bytes(gzip.compress(f.read()))
+    plain = tcuda.whatif_compare(b, a, capacity="1GiB")
+    assert plain == tcuda.whatif_compare(b, a, capacity=1 << 30)
+    small = tcuda.whatif_compare(b, a, capacity="4MiB")  # the history does not fit: OOMs
+    assert small == tcuda.whatif_compare(b, a, capacity=4 << 20) and small != plain
+    zipped = tcuda.whatif_compare(b, str(gz), capacity=1 << 30)
+    for side in ("before", "after", "change"):
+        assert {k: v for k, v in zipped[side].items() if k != "path"} == \
+            {k: v for k, v in plain[side].items() if k != "path"}
+    with pytest.raises(ValueError, match="device 1024 is not a valid device index: at most 1023"):
+        tcuda.whatif_compare(b, a, device=1024)
+    with pytest.raises(ValueError, match="capacity '80XB': unknown unit"):
+        tcuda.whatif_compare(b, a, capacity="80XB")
+    r = _cli("compare", "--device", "1024", b, a)
+    assert r.returncode == 2 and "device 1024 is not a valid device index: at most 1023" in r.stderr, r.stderr

@@ -29,13 +29,14 @@ if ! cmake -S "$src" -B "$bld" ${gen[@]+"${gen[@]}"} -DCMAKE_C_COMPILER="$cc" -D
      -DTCUDA_BUILD_BENCH=OFF > "$probe/cfg.log" 2>&1; then
   echo "FAIL: configure"; tail -30 "$probe/cfg.log"; exit 1
 fi
-if ! cmake --build "$bld" --target fuzz_trace fuzz_config fuzz_addresses fuzz_ipc_handle fuzz_unpickle fuzz_snapshot -j 2 > "$probe/build.log" 2>&1; then
+if ! cmake --build "$bld" --target fuzz_trace fuzz_config fuzz_addresses fuzz_ipc_handle fuzz_unpickle fuzz_snapshot fuzz_gunzip -j 2 > "$probe/build.log" 2>&1; then
   echo "FAIL: build"; tail -40 "$probe/build.log"; exit 1
 fi
 echo "built in $((SECONDS - start)) s"
 
 # seed corpora: byte 0 selects the config, the rest is the trace
-mkdir -p "$probe/trace" "$probe/config" "$probe/addresses" "$probe/ipc_handle" "$probe/pickle" "$probe/snapshot"
+mkdir -p "$probe/trace" "$probe/config" "$probe/addresses" "$probe/ipc_handle" "$probe/pickle" "$probe/snapshot" \
+  "$probe/gunzip"
 i=0
 for t in "$src"/tests/data/replay/*.trace "$src"/tests/data/torch/*.trace; do
   [ -f "$t" ] || continue
@@ -67,8 +68,17 @@ for t in "$src"/tests/data/whatif/*.pickle; do
   [ -f "$t" ] && [ "$(wc -c < "$t")" -le 20000 ] && cp "$t" "$probe/snapshot/$(basename "$t")"
 done
 
+# gzip: small files at several levels, as python3's gzip writes them
+for t in "$src"/tests/data/replay/*.trace; do
+  [ -f "$t" ] && [ "$(wc -c < "$t")" -le 20000 ] || continue
+  for l in 0 1 9; do
+    python3 -c "import gzip,sys; sys.stdout.buffer.write(gzip.compress(open(sys.argv[1],'rb').read(), $l))" "$t" \
+      > "$probe/gunzip/$(basename "$t").$l.gz" 2> /dev/null || rm -f "$probe/gunzip/$(basename "$t").$l.gz"
+  done
+done
+
 fail=0
-for f in fuzz_trace fuzz_config fuzz_addresses fuzz_ipc_handle fuzz_unpickle fuzz_snapshot; do
+for f in fuzz_trace fuzz_config fuzz_addresses fuzz_ipc_handle fuzz_unpickle fuzz_snapshot fuzz_gunzip; do
   name=${f#fuzz_}
   [ "$name" = unpickle ] && name=pickle
   corpus="$probe/$name"

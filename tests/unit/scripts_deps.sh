@@ -40,6 +40,7 @@ missing() {
     ninja-build) ! command -v ninja > /dev/null ;;
     pkg-config) ! command -v pkg-config > /dev/null ;;
     python3) ! command -v python3 > /dev/null ;;
+    python3-venv) ! python3 -c "import ensurepip, venv" 2> /dev/null ;; # as scripts/nocuda-check needs it
     gcc) ! command -v cc > /dev/null ;;
     g++) ! command -v c++ > /dev/null ;;
     clang) ! command -v clang > /dev/null ;;
@@ -60,14 +61,14 @@ for p in $asked; do
 done
 echo "this machine: asked for: ${asked:-nothing}"
 
-# 2. Everything present, but the python3 first on PATH has no pytest and
-# $PYTHON has it (as where pyenv's python3 shadows Debian's): nothing to
-# install, apart from the dlpack header if this machine lacks it.
+# 2. Everything present, but the python3 first on PATH has no pytest (it
+# has venv) and $PYTHON has it (as where pyenv's python3 shadows Debian's):
+# nothing to install, apart from the dlpack header if this machine lacks it.
 mkdir "$tmp/all"
 for t in cmake ninja pkg-config python3 cc c++ clang chromium nvcc pyok apt-get id; do
   case $t in
     cmake) stub "$tmp/all" $t 'echo "cmake version 3.30.0"' ;;
-    python3) stub "$tmp/all" $t 'exit 1' ;;
+    python3) stub "$tmp/all" $t 'case "$*" in *ensurepip*) exit 0 ;; esac; exit 1' ;;
     apt-get | id) cp "$tmp/root/$t" "$tmp/all/" ;;
     *) stub "$tmp/all" $t 'exit 0' ;;
   esac

@@ -1,0 +1,2 @@
+/* See cuda_runtime_api.h beside this file. */
+#include "cuda_runtime_api.h"
