@@ -581,25 +581,12 @@ class TcudaAllocator : public CCA::CUDAAllocator {
       size_t count = 0;
       check(tcuda_memory_history(d, &e, &count), "tcuda_memory_history");
       std::unique_ptr<tcuda_history_entry_t, void (*)(tcuda_history_entry_t*)> hold(e, tcuda_memory_history_free);
-      // each segment's allocation context, for its free (torch's "alloc"
-      // shows a segment's free with the context the segment was made in)
-      std::unordered_map<uint64_t, uint64_t> seg_ctx;
       for (size_t i = 0; i < count; i++) {
         const tcuda_history_entry_t& x = e[i];
         const char* name = tcuda_history_action_name(x.action);
-        bool seg_made = x.action == TCUDA_HISTORY_SEGMENT_ALLOC || x.action == TCUDA_HISTORY_SEGMENT_MAP;
-        bool seg_gone = x.action == TCUDA_HISTORY_SEGMENT_FREE || x.action == TCUDA_HISTORY_SEGMENT_UNMAP;
-        if (seg_made && x.context) seg_ctx[x.addr] = x.context;
+        // a segment's free keeps only its own context: under "alloc" torch
+        // 2.11 writes none there (tests/gpu/torch_dropin.py)
         CtxRec r = x.context ? ctx_get(x.context) : CtxRec{};
-        if (seg_gone) {
-          auto it = seg_ctx.find(x.addr);
-          if (!r.ctx && it != seg_ctx.end()) {
-            CtxRec made = ctx_get(it->second);
-            r.ctx = made.ctx;
-            if (!x.context) r.in_trace = made.in_trace;
-          }
-          if (it != seg_ctx.end() && x.action == TCUDA_HISTORY_SEGMENT_FREE) seg_ctx.erase(it);
-        }
         if (skipped(name)) continue;
         bool keep = r.in_trace;
         CDA::TraceEntry te(static_cast<CDA::TraceEntry::Action>(x.action), static_cast<DeviceIndex>(d), x.addr,

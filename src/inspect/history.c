@@ -252,14 +252,14 @@ tcuda_status tc_history_configure(tc_history *h, size_t max_entries, int stacks)
 
 /* The frames an entry keeps under `mode` (tcuda_memory_record_history's
  * stacks), by torch's rules: 1 ("all") each entry its own; 2 ("alloc") the
- * allocating events their own, a block's frees its allocation stack and a
- * segment's free or unmap the segment's; 3 ("state") none. A snapshot
- * entry has none. pcs holds the n frames just taken, and gets the entry's;
+ * allocating events their own and a block's frees its allocation stack,
+ * while a segment's free or unmap has none (torch 2.11 on the GPU writes
+ * no context there); 3 ("state") none. A snapshot entry has none. pcs holds the n frames just taken, and gets the entry's;
  * returns their count. Keeps the stacks these rules and the snapshot need.
  * *framed: whether torch's entry would carry a context at all (its
  * snapshot then has a "frames" key, possibly empty): under "all" every
  * entry but a snapshot; under "alloc" the allocating ones and the frees of
- * blocks and segments whose allocation context was kept; else none. */
+ * blocks whose allocation context was kept; else none. */
 static int entry_stack(tc_history *h, int mode, tc_trace_action action, uint64_t addr, void **pcs, int n,
                        int *framed) {
   int keep = n, k, own = mode == 1 || mode == 2;
@@ -282,8 +282,8 @@ static int entry_stack(tc_history *h, int mode, tc_trace_action action, uint64_t
     break;
   case TC_TRACE_SEGMENT_FREE:
   case TC_TRACE_SEGMENT_UNMAP:
-    k = kept_take(&h->segs, addr, mode == 2 ? pcs : NULL);
-    if (mode == 2) keep = k < 0 ? 0 : k, own = k >= 0;
+    (void)kept_take(&h->segs, addr, NULL);
+    if (mode == 2) keep = 0, own = 0;
     break;
   case TC_TRACE_SNAPSHOT: keep = 0, own = 0; break;
   default: break; /* oom: its own */

@@ -246,7 +246,7 @@ static void test_context_modes(void) {
       } else if (mode == 2) {
         CHECK(c.e[al].nframes > 0 && c.e[sa].nframes > 0);
         CHECK(same_stack(&c, fr, al) && same_stack(&c, fc, al)); /* the block's allocation stack */
-        CHECK(same_stack(&c, sf, sa));                           /* the segment's */
+        CHECK_EQ_INT(c.e[sf].nframes, 0); /* none: torch 2.11's segment_free under "alloc" */
       } else {
         for (size_t i = 0; i < c.n; i++) CHECK_EQ_INT(c.e[i].nframes, 0);
       }
@@ -302,13 +302,14 @@ static void test_context_modes(void) {
  * segments and blocks always (an empty list without one);
  * c10/cuda/CUDACachingAllocator.cpp (record_trace) keeps an entry's
  * context only when recording at RecordContext::ALLOC or above, gathers
- * the context of frees and of emptyCache only at ALL, lets a free under
- * ALLOC fall back to the block's (or the segment's) allocation context,
- * which exists only for what was allocated while recording, and records
- * the snapshot entry without one. So: "all" keys every entry but the
- * snapshot's, even one whose stack came out empty; "alloc" the allocating
- * entries and the frees of blocks and segments allocated while it
- * recorded; "state" and no stacks none. */
+ * the context of frees and of emptyCache only at ALL, lets a block's free
+ * under ALLOC fall back to its allocation context, which exists only for
+ * what was allocated while recording, and records the snapshot entry
+ * without one. A segment's free under ALLOC has no context: torch 2.11 on
+ * the H200 wrote none (tests/gpu/torch_dropin.py, flush_history_context).
+ * So: "all" keys every entry but the snapshot's, even one whose stack came
+ * out empty; "alloc" the allocating entries and the frees of blocks
+ * allocated while it recorded; "state" and no stacks none. */
 typedef struct {
   char action[24];
   uint64_t addr;
@@ -371,7 +372,7 @@ static void test_frames_key_rule(void) {
     struct { const char *action; uint64_t addr; int want; } rule[] = {
         {"alloc", keep, all || alloc},           {"segment_alloc", keep, all || alloc},
         {"alloc", gone, all || alloc},           {"free_requested", gone, all || alloc},
-        {"free_completed", gone, all || alloc},  {"segment_free", gone, all || alloc},
+        {"free_completed", gone, all || alloc},  {"segment_free", gone, all},
         {"free_requested", early, all},          {"free_completed", early, all},
         {"segment_free", early, all},            {"snapshot", 0, 0},
     };
