@@ -76,6 +76,15 @@ inline tcuda_stream_t wrap(cudaStream_t raw, int device) {
   return s;
 }
 
+// Whether torch splits a fresh segment of seg bytes for a request of req
+// bytes at its start: the small pool (2 MiB segments) splits whenever
+// anything is left, the large pool when more than 1 MiB is.
+inline bool segment_splits(uint64_t seg, uint64_t req) {
+  uint64_t r = (req + 511) / 512 * 512;
+  if (r >= seg) return false;
+  return seg <= (uint64_t{2} << 20) ? true : seg - r > (uint64_t{1} << 20);
+}
+
 // ---- history contexts: torch's GatheredContext, kept by id ----
 
 struct CtxRec {
@@ -581,12 +590,34 @@ class TcudaAllocator : public CCA::CUDAAllocator {
       size_t count = 0;
       check(tcuda_memory_history(d, &e, &count), "tcuda_memory_history");
       std::unique_ptr<tcuda_history_entry_t, void (*)(tcuda_history_entry_t*)> hold(e, tcuda_memory_history_free);
+      // each segment's allocation context, for its free: torch keeps it on
+      // the segment's first block object, which a split moves to the tail
+      // and a later merge deletes, so only a segment never split shows it
+      // (history.c's entry_stack has the same rule)
+      struct Seg {
+        uint64_t ctx, size;
+        bool whole, split;
+      };
+      std::unordered_map<uint64_t, Seg> segs;
       for (size_t i = 0; i < count; i++) {
         const tcuda_history_entry_t& x = e[i];
         const char* name = tcuda_history_action_name(x.action);
-        // a segment's free keeps only its own context: under "alloc" torch
-        // 2.11 writes none there (tests/gpu/torch_dropin.py)
+        if (x.action == TCUDA_HISTORY_SEGMENT_ALLOC || x.action == TCUDA_HISTORY_SEGMENT_MAP)
+          segs[x.addr] = Seg{x.context, x.size, x.action == TCUDA_HISTORY_SEGMENT_ALLOC, false};
+        if (x.action == TCUDA_HISTORY_ALLOC) {
+          auto it = segs.find(x.addr);
+          if (it != segs.end() && it->second.whole) it->second.split |= segment_splits(it->second.size, x.size);
+        }
         CtxRec r = x.context ? ctx_get(x.context) : CtxRec{};
+        if (x.action == TCUDA_HISTORY_SEGMENT_FREE || x.action == TCUDA_HISTORY_SEGMENT_UNMAP) {
+          auto it = segs.find(x.addr);
+          if (!r.ctx && it != segs.end() && it->second.ctx && !it->second.split) {
+            CtxRec made = ctx_get(it->second.ctx);
+            r.ctx = made.ctx;
+            if (!x.context) r.in_trace = made.in_trace;
+          }
+          if (it != segs.end() && x.action == TCUDA_HISTORY_SEGMENT_FREE) segs.erase(it);
+        }
         if (skipped(name)) continue;
         bool keep = r.in_trace;
         CDA::TraceEntry te(static_cast<CDA::TraceEntry::Action>(x.action), static_cast<DeviceIndex>(d), x.addr,

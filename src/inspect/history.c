@@ -26,7 +26,9 @@
  * context gives the segment's free. Open addressing on the address. */
 struct kept_stack {
   uint64_t addr; /* 0: an empty slot */
+  uint64_t size; /* a segment's bytes */
   uint8_t n;
+  uint8_t whole, split; /* a cudaMalloc segment; split at its start since (entry_stack) */
   void *pcs[TC_HISTORY_DEPTH];
 };
 
@@ -250,24 +252,48 @@ tcuda_status tc_history_configure(tc_history *h, size_t max_entries, int stacks)
   return TCUDA_SUCCESS;
 }
 
+/* Whether torch splits a fresh segment of seg bytes for a request of req
+ * bytes at its start: the small pool (2 MiB segments) whenever anything is
+ * left, the large pool when more than 1 MiB is. */
+static int segment_splits(uint64_t seg, uint64_t req) {
+  uint64_t r = (req + 511) / 512 * 512;
+  if (r >= seg) return 0;
+  return seg <= ((uint64_t)2 << 20) ? 1 : seg - r > ((uint64_t)1 << 20);
+}
+
 /* The frames an entry keeps under `mode` (tcuda_memory_record_history's
  * stacks), by torch's rules: 1 ("all") each entry its own; 2 ("alloc") the
- * allocating events their own and a block's frees its allocation stack,
- * while a segment's free or unmap has none (torch 2.11 on the GPU writes
- * no context there); 3 ("state") none. A snapshot entry has none. pcs holds the n frames just taken, and gets the entry's;
+ * allocating events their own, a block's frees its allocation stack and a
+ * segment's free or unmap the segment's, unless the segment was split at
+ * its start: torch keeps that stack on the segment's first block object,
+ * which a split moves to the tail and the merge at the next free deletes
+ * (torch 2.11 on the H200: a 12 MiB segment of one block shows it, a
+ * 2 MiB one under a small tensor does not); 3 ("state") none. A snapshot
+ * entry has none. pcs holds the n frames just taken, and gets the entry's;
  * returns their count. Keeps the stacks these rules and the snapshot need.
  * *framed: whether torch's entry would carry a context at all (its
  * snapshot then has a "frames" key, possibly empty): under "all" every
  * entry but a snapshot; under "alloc" the allocating ones and the frees of
- * blocks whose allocation context was kept; else none. */
-static int entry_stack(tc_history *h, int mode, tc_trace_action action, uint64_t addr, void **pcs, int n,
-                       int *framed) {
+ * blocks and segments whose allocation context was kept; else none. */
+static int entry_stack(tc_history *h, int mode, tc_trace_action action, uint64_t addr, uint64_t size, void **pcs,
+                       int n, int *framed) {
+  struct kept_stack *sg;
   int keep = n, k, own = mode == 1 || mode == 2;
   pthread_mutex_lock(&h->kept_mu);
   switch (action) {
-  case TC_TRACE_ALLOC: kept_put(&h->blocks, addr, pcs, n); break;
+  case TC_TRACE_ALLOC:
+    kept_put(&h->blocks, addr, pcs, n);
+    if ((sg = kept_find(&h->segs, addr)) != NULL && sg->whole) sg->split |= segment_splits(sg->size, size);
+    break;
   case TC_TRACE_SEGMENT_ALLOC:
-  case TC_TRACE_SEGMENT_MAP: kept_put(&h->segs, addr, pcs, n); break;
+  case TC_TRACE_SEGMENT_MAP:
+    kept_put(&h->segs, addr, pcs, n);
+    if ((sg = kept_find(&h->segs, addr)) != NULL) {
+      sg->size = size;
+      sg->whole = action == TC_TRACE_SEGMENT_ALLOC;
+      sg->split = 0;
+    }
+    break;
   case TC_TRACE_FREE_REQUESTED:
     if (mode == 2) {
       struct kept_stack *x = kept_find(&h->blocks, addr);
@@ -282,8 +308,14 @@ static int entry_stack(tc_history *h, int mode, tc_trace_action action, uint64_t
     break;
   case TC_TRACE_SEGMENT_FREE:
   case TC_TRACE_SEGMENT_UNMAP:
-    (void)kept_take(&h->segs, addr, NULL);
-    if (mode == 2) keep = 0, own = 0;
+    sg = kept_find(&h->segs, addr);
+    if (sg && sg->split) {
+      (void)kept_take(&h->segs, addr, NULL);
+      if (mode == 2) keep = 0, own = 0;
+    } else {
+      k = kept_take(&h->segs, addr, mode == 2 ? pcs : NULL);
+      if (mode == 2) keep = k < 0 ? 0 : k, own = k >= 0;
+    }
     break;
   case TC_TRACE_SNAPSHOT: keep = 0, own = 0; break;
   default: break; /* oom: its own */
@@ -306,7 +338,7 @@ void tc_history_trace(void *ctx, tc_trace_action action, uint64_t addr, uint64_t
       np = backtrace(pcs, TC_HISTORY_DEPTH + 1) - 1; /* drop this function's own frame */
       if (np < 0) np = 0;
     }
-    np = entry_stack(h, mode, action, addr, pcs + 1, np, &framed);
+    np = entry_stack(h, mode, action, addr, size, pcs + 1, np, &framed);
   }
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
