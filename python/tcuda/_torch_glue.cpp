@@ -79,7 +79,7 @@ inline tcuda_stream_t wrap(cudaStream_t raw, int device) {
 // Whether torch splits a fresh segment of seg bytes for a request of req
 // bytes at its start: the small pool (2 MiB segments) splits whenever
 // anything is left, the large pool when more than 1 MiB is.
-inline bool segment_splits(uint64_t seg, uint64_t req) {
+inline bool splits_fresh_segment(uint64_t seg, uint64_t req) {
   uint64_t r = (req + 511) / 512 * 512;
   if (r >= seg) return false;
   return seg <= (uint64_t{2} << 20) ? true : seg - r > (uint64_t{1} << 20);
@@ -606,7 +606,7 @@ class TcudaAllocator : public CCA::CUDAAllocator {
           segs[x.addr] = Seg{x.context, x.size, x.action == TCUDA_HISTORY_SEGMENT_ALLOC, false};
         if (x.action == TCUDA_HISTORY_ALLOC) {
           auto it = segs.find(x.addr);
-          if (it != segs.end() && it->second.whole) it->second.split |= segment_splits(it->second.size, x.size);
+          if (it != segs.end() && it->second.whole) it->second.split |= splits_fresh_segment(it->second.size, x.size);
         }
         CtxRec r = x.context ? ctx_get(x.context) : CtxRec{};
         if (x.action == TCUDA_HISTORY_SEGMENT_FREE || x.action == TCUDA_HISTORY_SEGMENT_UNMAP) {
