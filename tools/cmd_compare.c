@@ -62,7 +62,7 @@ static void print_compare(FILE *o, const jv *doc, int top) {
       fprintf(o, "  %12s  %12s  ", cli_bytes(jv_u64(jv_get(h, "before_bytes")), b1, sizeof b1),
               cli_bytes(jv_u64(jv_get(h, "after_bytes")), b2, sizeof b2));
       const char *kind = jv_str(jv_get(h, "stack"));
-      if (!strcmp(kind, "none")) fputs("(no stack recorded)", o);
+      if (!strcmp(kind, "none")) fputs("(no stack: none recorded, or allocated outside Python, as on autograd's backward thread)", o);
       else if (!strcmp(kind, "before_window")) fputs("(allocated before the history's window)", o);
       for (size_t k = 0; fr && fr->kind == 'a' && k < fr->n; k++)
         fprintf(o, "%s%s", k ? " < " : "", cli_shown(jv_str(&fr->items[k]), b, sizeof b));

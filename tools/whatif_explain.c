@@ -19,7 +19,7 @@ const char *cli_bytes(unsigned long long b, char *buf, size_t n) {
 static void put_key(FILE *o, const jv *h) {
   const char *kind = jv_str(jv_get(h, "stack"));
   const jv *fr = jv_get(h, "frames");
-  if (!strcmp(kind, "none")) { fputs("(no stack recorded)", o); return; }
+  if (!strcmp(kind, "none")) { fputs("(no stack: none recorded, or allocated outside Python, as on autograd's backward thread)", o); return; }
   if (!strcmp(kind, "before_window")) { fputs("(allocated before the history's window)", o); return; }
   char b[600];
   for (size_t i = 0; fr && fr->kind == 'a' && i < fr->n; i++)
