@@ -44,6 +44,8 @@ typedef struct {
   tc_u64map head;      /* hash -> the chain's newest entry, index + 1 */
 } rset;
 
+#define QUERY_UNITS 4
+
 struct hr;
 typedef struct hr {
   const char *func;
@@ -56,6 +58,12 @@ typedef struct hr {
   unsigned char *done;     /* slot -> its free_completed was passed */
   uint32_t cur_slot;       /* the slot whose free records an event now */
   uint64_t *ev_stream;     /* slot -> the stream its record_stream free waits on */
+  /* the allocator's queries of those frees' events: each waits on a stream
+   * of its own when torch completed them out of order, so a hostile history
+   * could make every malloc look at every pending free; the queries of one
+   * replay are held to the input's work budget, QUERY_UNITS units each (a
+   * query costs the allocator a few times what a parsed value does) */
+  uint64_t queries;
   /* exact mode: torch's segment placements, in order */
   range *segs, *maps;
   size_t nsegs, nmaps, seg_pos, map_pos;
@@ -202,6 +210,7 @@ static tcuda_status w_event_record(void *c, uint64_t stream, void **ev) {
 }
 static int w_event_query(void *c, void *ev) {
   hr *r = c;
+  r->queries++;
   uint64_t slot = (uint64_t)(uintptr_t)ev - 1;
   return slot < r->h->num_slots ? r->done[slot] : 1;
 }
@@ -547,6 +556,12 @@ static tcuda_status run_ops(hr *r, tc_tsrun_result *res, const tc_alloc_config *
     default:
       break;
     }
+    if (!s && h->budget.limit && r->queries > h->budget.limit / QUERY_UNITS) /* 0: built by hand, unbudgeted */
+      s = tc_error(TCUDA_ERROR_PARSE,
+                   "%s: the replay checked pending record_stream frees more often than the input's work budget of "
+                   "%llu units allows (frees completed in an order that makes every allocation look at all of them; "
+                   "work_budget, --work-budget raises it)",
+                   h->where, (unsigned long long)h->budget.limit);
     if (!s && ss.n) series_low(r, &ss);
     if (!s && o->on_op) s = o->on_op(o->op_user, r->a, i, req_at, got);
     if (!s && ss.n && ((i + 1) % ss.per == 0)) series_point(r, res, &ss, i);

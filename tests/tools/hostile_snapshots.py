@@ -196,6 +196,21 @@ def replay_output_small(path):
     dump(path, snapshot(entries + [snap] * 1000))
 
 
+def pending_reverse(path):
+    """Many record_stream frees pending at once and completed in reverse
+    order, an allocation between each: torch's order then puts each on a
+    stream of its own in the replay, and every allocation looked at every
+    pending free (quadratic). Distinct addresses, so nothing is shared."""
+    n = 60000
+    live = [BASE + k * 512 for k in range(n)]
+    entries = [{"action": "alloc", "addr": a, "size": 512} for a in live]
+    entries += [{"action": "free_requested", "addr": a, "size": 512} for a in live]
+    for k, a in enumerate(reversed(live)):
+        entries += [{"action": "alloc", "addr": BASE + GIB + k * 512, "size": 512},
+                    {"action": "free_completed", "addr": a, "size": 512}]
+    dump(path, snapshot(entries))
+
+
 class Case:
     def __init__(self, name, writer, args, rc, text, secs, rss_mib, stdout_max=None, check=None):
         self.name, self.writer, self.args, self.rc, self.text = name, writer, args, rc, text
@@ -240,6 +255,8 @@ CASES = [
          r"does not fit: its live blocks hold 6442450944 bytes, over the limit", 20, 300),
     Case("start_too_big_replay", start_too_big, ["replay", "--simulate", "--capacity", "4GiB"], 1,
          r"does not fit", 20, 300),
+    Case("pending_reverse", pending_reverse, ["replay", "--simulate"], 1,
+         r"checked pending record_stream frees more often than the input's work budget", 8, 400),
 ]
 
 
