@@ -115,6 +115,19 @@ int cli_alloc_config(const cli_cmd *c, const char *option_value, const char **co
   "  --work-budget N: the work a snapshot may cost, in units (values, blocks, bytes made; default\n"   \
   "          a multiple of its size); past it the command exits 1, naming the limit.\n"
 
+/* The options `tcuda whatif` and `tcuda compare` share: their getopt ids
+ * (a command numbers its own from CLI_WO_NEXT), their longopts rows, and
+ * their parsing into the library's options (top: --top's count).
+ * cli_whatif_option returns 1 when ch was one of them and its value good,
+ * 0 when ch is none of them, -1 after a usage message. */
+enum { CLI_WO_CAPACITY = 256, CLI_WO_FRACTION, CLI_WO_DEVICE, CLI_WO_MAX_INPUT, CLI_WO_WORK_BUDGET, CLI_WO_TOP,
+       CLI_WO_NEXT };
+#define CLI_WHATIF_LONGOPTS                                                                                   \
+  {"capacity", required_argument, NULL, CLI_WO_CAPACITY}, {"fraction", required_argument, NULL, CLI_WO_FRACTION}, \
+      {"device", required_argument, NULL, CLI_WO_DEVICE}, {"max-input", required_argument, NULL, CLI_WO_MAX_INPUT}, \
+      {"work-budget", required_argument, NULL, CLI_WO_WORK_BUDGET}, {"top", required_argument, NULL, CLI_WO_TOP}
+int cli_whatif_option(const cli_cmd *c, int ch, const char *v, tcuda_whatif_options_t *o, int *top);
+
 /* A replay's OOM observer: torch's message for each request that did not
  * fit, on stderr as "tcuda NAME: trace line N: CUDA out of memory. ...".
  * Pass the cli_cmd as user. */

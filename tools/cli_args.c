@@ -309,3 +309,35 @@ const char *cli_spool_stdin(uint64_t cap) {
   if (close(fd) || done < len) return NULL;
   return g_spool;
 }
+
+int cli_whatif_option(const cli_cmd *c, int ch, const char *v, tcuda_whatif_options_t *o, int *top) {
+  uint64_t n;
+  switch (ch) {
+  case CLI_WO_CAPACITY:
+    if (!cli_parse_bytes(c, "--capacity", v, &n)) return -1;
+    if (n < (2u << 20)) {
+      cli_usage_error(c, "--capacity '%s': under 2 MiB, the allocator's grid", v);
+      return -1;
+    }
+    o->capacity = n;
+    return 1;
+  case CLI_WO_FRACTION: return cli_parse_fraction(c, v, &o->memory_fraction) ? 1 : -1;
+  case CLI_WO_DEVICE:
+    if (!cli_parse_whole(c, "--device", v, "device index", 0, 1023, &n)) return -1;
+    o->device = (int)n;
+    return 1;
+  case CLI_WO_MAX_INPUT:
+    if (!cli_parse_bytes(c, "--max-input", v, &n)) return -1;
+    o->max_input_bytes = n;
+    return 1;
+  case CLI_WO_WORK_BUDGET:
+    if (!cli_parse_whole(c, "--work-budget", v, "work budget", 1, UINT64_MAX, &n)) return -1;
+    o->work_budget = n;
+    return 1;
+  case CLI_WO_TOP:
+    if (!cli_parse_whole(c, "--top", v, "count", 1, 1000000, &n)) return -1;
+    *top = (int)n;
+    return 1;
+  default: return 0;
+  }
+}

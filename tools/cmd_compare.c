@@ -77,44 +77,18 @@ static void print_compare(FILE *o, const jv *doc, int top) {
 }
 
 int cmd_compare(int argc, char **argv) {
-  enum { O_CAP = 256, O_FRAC, O_DEV, O_JSON, O_MAXIN, O_BUDGET, O_TOP };
-  static const struct option longopts[] = {
-      {"capacity", required_argument, NULL, O_CAP}, {"fraction", required_argument, NULL, O_FRAC},
-      {"device", required_argument, NULL, O_DEV}, {"json", no_argument, NULL, O_JSON},
-      {"max-input", required_argument, NULL, O_MAXIN}, {"work-budget", required_argument, NULL, O_BUDGET},
-      {"top", required_argument, NULL, O_TOP}, {"help", no_argument, NULL, 'h'}, {0}};
+  enum { O_JSON = CLI_WO_NEXT };
+  static const struct option longopts[] = {CLI_WHATIF_LONGOPTS, {"json", no_argument, NULL, O_JSON},
+                                           {"help", no_argument, NULL, 'h'}, {0}};
   tcuda_whatif_options_t o = TCUDA_WHATIF_OPTIONS_INIT;
   int json = 0, ch, rc, top = 5;
   while ((ch = cli_getopt(&CMD, argc, argv, "h", longopts, &rc)) != -1) {
-    const char *v = optarg;
-    uint64_t n;
+    int w = cli_whatif_option(&CMD, ch, optarg, &o, &top);
+    if (w < 0) return CLI_USAGE;
+    if (w) continue;
     switch (ch) {
     case CLI_DONE: return rc;
-    case O_CAP:
-      if (!cli_parse_bytes(&CMD, "--capacity", v, &n)) return CLI_USAGE;
-      if (n < (2u << 20)) return cli_usage_error(&CMD, "--capacity '%s': under 2 MiB, the allocator's grid", v);
-      o.capacity = n;
-      break;
-    case O_FRAC:
-      if (!cli_parse_fraction(&CMD, v, &o.memory_fraction)) return CLI_USAGE;
-      break;
-    case O_DEV:
-      if (!cli_parse_whole(&CMD, "--device", v, "device index", 0, 1023, &n)) return CLI_USAGE;
-      o.device = (int)n;
-      break;
     case O_JSON: json = 1; break;
-    case O_MAXIN:
-      if (!cli_parse_bytes(&CMD, "--max-input", v, &n)) return CLI_USAGE;
-      o.max_input_bytes = n;
-      break;
-    case O_BUDGET:
-      if (!cli_parse_whole(&CMD, "--work-budget", v, "work budget", 1, UINT64_MAX, &n)) return CLI_USAGE;
-      o.work_budget = n;
-      break;
-    case O_TOP:
-      if (!cli_parse_whole(&CMD, "--top", v, "count", 1, 1000000, &n)) return CLI_USAGE;
-      top = (int)n;
-      break;
     }
   }
   if (argc - optind < 2) return cli_usage_error(&CMD, argc == optind ? "no snapshots given" : "no AFTER snapshot given");

@@ -301,14 +301,14 @@ static int write_page(const char *path, const char *json) {
 /* ---- the command ---- */
 
 int cmd_whatif(int argc, char **argv) {
-  enum { O_CONF = 256, O_CAP, O_FRAC, O_DEV, O_THREADS, O_JSON, O_HTML, O_MAXIN, O_BUDGET, O_TOP };
-  static const struct option longopts[] = {
-      {"config", required_argument, NULL, O_CONF}, {"capacity", required_argument, NULL, O_CAP},
-      {"fraction", required_argument, NULL, O_FRAC}, {"device", required_argument, NULL, O_DEV},
-      {"threads", required_argument, NULL, O_THREADS}, {"json", no_argument, NULL, O_JSON},
-      {"html", required_argument, NULL, O_HTML}, {"max-input", required_argument, NULL, O_MAXIN},
-      {"work-budget", required_argument, NULL, O_BUDGET}, {"top", required_argument, NULL, O_TOP},
-      {"help", no_argument, NULL, 'h'}, {0}};
+  enum { O_CONF = CLI_WO_NEXT, O_THREADS, O_JSON, O_HTML };
+  static const struct option longopts[] = {CLI_WHATIF_LONGOPTS,
+                                           {"config", required_argument, NULL, O_CONF},
+                                           {"threads", required_argument, NULL, O_THREADS},
+                                           {"json", no_argument, NULL, O_JSON},
+                                           {"html", required_argument, NULL, O_HTML},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {0}};
   static const char *configs[MAX_CONFIGS];
   tcuda_whatif_options_t o = TCUDA_WHATIF_OPTIONS_INIT;
   const char *html = NULL;
@@ -317,6 +317,9 @@ int cmd_whatif(int argc, char **argv) {
   while ((ch = cli_getopt(&CMD, argc, argv, "h", longopts, &rc)) != -1) {
     const char *v = optarg;
     uint64_t n;
+    int w = cli_whatif_option(&CMD, ch, v, &o, &top);
+    if (w < 0) return CLI_USAGE;
+    if (w) continue;
     switch (ch) {
     case CLI_DONE: return rc;
     case O_CONF:
@@ -325,35 +328,11 @@ int cmd_whatif(int argc, char **argv) {
       if (*v && !cli_alloc_config(&CMD, v, &configs[nconf], &rc)) return rc;
       configs[nconf++] = v;
       break;
-    case O_CAP:
-      if (!cli_parse_bytes(&CMD, "--capacity", v, &n)) return CLI_USAGE;
-      if (n < (2u << 20)) return cli_usage_error(&CMD, "--capacity '%s': under 2 MiB, the allocator's grid", v);
-      o.capacity = n;
-      break;
-    case O_FRAC:
-      if (!cli_parse_fraction(&CMD, v, &o.memory_fraction)) return CLI_USAGE;
-      break;
-    case O_DEV:
-      if (!cli_parse_whole(&CMD, "--device", v, "device index", 0, 1023, &n)) return CLI_USAGE;
-      o.device = (int)n;
-      break;
     case O_THREADS:
       if (!cli_parse_whole(&CMD, "--threads", v, "thread count", 1, 256, &n)) return CLI_USAGE;
       o.threads = (int)n;
       break;
     case O_JSON: json = 1; break;
-    case O_MAXIN:
-      if (!cli_parse_bytes(&CMD, "--max-input", v, &n)) return CLI_USAGE;
-      o.max_input_bytes = n;
-      break;
-    case O_BUDGET:
-      if (!cli_parse_whole(&CMD, "--work-budget", v, "work budget", 1, UINT64_MAX, &n)) return CLI_USAGE;
-      o.work_budget = n;
-      break;
-    case O_TOP:
-      if (!cli_parse_whole(&CMD, "--top", v, "count", 1, 1000000, &n)) return CLI_USAGE;
-      top = (int)n;
-      break;
     case O_HTML:
       if (!*v) return cli_usage_error(&CMD, "--html needs a file name");
       html = v;
