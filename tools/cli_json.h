@@ -34,6 +34,11 @@ const char *cli_bytes(unsigned long long b, char *buf, size_t n);
  * peak allocated, first OOM) its split of reserved bytes and its top
  * holders (at most top), then the first OOM's stack. */
 void cli_explain_print(FILE *o, const jv *explain, int top);
+/* Whether an "explain" object says any allocation had a stack. */
+int cli_stacks_recorded(const jv *explain);
+/* A holder's stack on one line: innermost frame first, callers after '<';
+ * a holder without one says why, by whether the snapshot had stacks. */
+void cli_holder_key(FILE *o, const jv *holder, int stacks_recorded);
 /* One line per holder of a stack's frames: "  a.py:3:f <- b.py:9:g". */
 void cli_frames_print(FILE *o, const char *indent, const jv *frames);
 

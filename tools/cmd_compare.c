@@ -53,19 +53,16 @@ static void print_compare(FILE *o, const jv *doc, int top) {
           jv_i64(jv_get(ch, "recorded_ooms")));
 
   const jv *hs = jv_get(doc, "holders_at_peak_reserved");
+  int rec = cli_stacks_recorded(jv_get(doc, "before_explain")) || cli_stacks_recorded(jv_get(doc, "after_explain"));
   size_t n = hs && hs->kind == 'a' ? hs->n : 0;
   if (n) {
     fprintf(o, "\nat each peak reserved, by stack:\n  %12s  %12s  allocated at\n", "before", "after");
     for (size_t i = 0; i < n && (int)i < top; i++) {
-      const jv *h = &hs->items[i], *fr = jv_get(h, "frames");
+      const jv *h = &hs->items[i];
       char b1[64], b2[64];
       fprintf(o, "  %12s  %12s  ", cli_bytes(jv_u64(jv_get(h, "before_bytes")), b1, sizeof b1),
               cli_bytes(jv_u64(jv_get(h, "after_bytes")), b2, sizeof b2));
-      const char *kind = jv_str(jv_get(h, "stack"));
-      if (!strcmp(kind, "none")) fputs("(no stack: none recorded, or allocated outside Python, as on autograd's backward thread)", o);
-      else if (!strcmp(kind, "before_window")) fputs("(allocated before the history's window)", o);
-      for (size_t k = 0; fr && fr->kind == 'a' && k < fr->n; k++)
-        fprintf(o, "%s%s", k ? " < " : "", cli_shown(jv_str(&fr->items[k]), b, sizeof b));
+      cli_holder_key(o, h, rec);
       fputc('\n', o);
     }
     if (n > (size_t)top) fprintf(o, "  ... %zu more stacks (--top N, --json)\n", n - (size_t)top);

@@ -15,11 +15,15 @@ const char *cli_bytes(unsigned long long b, char *buf, size_t n) {
   return buf;
 }
 
-/* A holder's stack on one line: innermost frame first, callers after '<'. */
-static void put_key(FILE *o, const jv *h) {
+void cli_holder_key(FILE *o, const jv *h, int stacks_recorded) {
   const char *kind = jv_str(jv_get(h, "stack"));
   const jv *fr = jv_get(h, "frames");
-  if (!strcmp(kind, "none")) { fputs("(no stack: none recorded, or allocated outside Python, as on autograd's backward thread)", o); return; }
+  if (!strcmp(kind, "none")) {
+    fputs(stacks_recorded ? "(no Python frames: allocated outside Python, as on autograd's backward thread)"
+                          : "(no stack recorded)",
+          o);
+    return;
+  }
   if (!strcmp(kind, "before_window")) { fputs("(allocated before the history's window)", o); return; }
   char b[600];
   for (size_t i = 0; fr && fr->kind == 'a' && i < fr->n; i++)
@@ -32,7 +36,7 @@ void cli_frames_print(FILE *o, const char *indent, const jv *frames) {
     fprintf(o, "%s%s\n", indent, cli_shown(jv_str(&frames->items[i]), b, sizeof b));
 }
 
-static void put_instant(FILE *o, const char *what, const jv *in, int top) {
+static void put_instant(FILE *o, const char *what, const jv *in, int top, int rec) {
   char b1[64], b2[64], b3[64], b4[64];
   unsigned long long res = jv_u64(jv_get(in, "reserved")), al = jv_u64(jv_get(in, "allocated"));
   const jv *rq = jv_get(in, "request"), *sp = jv_get(in, "inactive_split"), *fs = jv_get(in, "free_segments");
@@ -56,7 +60,7 @@ static void put_instant(FILE *o, const char *what, const jv *in, int top) {
     if ((int)i >= top) { rest += jv_u64(jv_get(h, "bytes")); continue; }
     fprintf(o, "  %10s  %5.1f%%  %6llu  ", cli_bytes(jv_u64(jv_get(h, "bytes")), b1, sizeof b1),
             100.0 * jv_num(jv_get(h, "share")), jv_u64(jv_get(h, "blocks")));
-    put_key(o, h);
+    cli_holder_key(o, h, rec);
     fputc('\n', o);
   }
   if (n > (size_t)top)
@@ -64,20 +68,26 @@ static void put_instant(FILE *o, const char *what, const jv *in, int top) {
             cli_bytes(rest, b1, sizeof b1));
 }
 
+int cli_stacks_recorded(const jv *explain) {
+  const jv *r = explain ? jv_get(explain, "stacks_recorded") : NULL;
+  return r && r->kind == 't';
+}
+
 void cli_explain_print(FILE *o, const jv *ex, int top) {
   if (!ex || ex->kind != 'o') return;
   char b[600];
   fputs("\nwhat holds the memory (the recorded config, replayed):\n", o);
   const jv *pr = jv_get(ex, "peak_reserved"), *pa = jv_get(ex, "peak_allocated"), *fo = jv_get(ex, "first_oom");
-  if (pr && pr->kind == 'o') put_instant(o, "at peak reserved", pr, top);
-  if (pa && pa->kind == 'o') put_instant(o, "at peak allocated", pa, top);
+  int rec = cli_stacks_recorded(ex);
+  if (pr && pr->kind == 'o') put_instant(o, "at peak reserved", pr, top, rec);
+  if (pa && pa->kind == 'o') put_instant(o, "at peak allocated", pa, top, rec);
   if (fo && fo->kind == 'o') {
     const jv *st = jv_get(fo, "state"), *stack = jv_get(fo, "stack");
     char what[160], b1[64];
     snprintf(what, sizeof what, "at the first OOM (%s asked%s)", cli_bytes(jv_u64(jv_get(fo, "size")), b1, sizeof b1),
              jv_get(fo, "survived_by_library") && jv_get(fo, "survived_by_library")->kind == 't'
                  ? ", a library's workspace try it survived" : "");
-    if (st && st->kind == 'o') put_instant(o, what, st, top);
+    if (st && st->kind == 'o') put_instant(o, what, st, top, rec);
     if (stack && stack->kind == 'a' && stack->n) {
       fputs("  first OOM's stack (user frames, innermost first):\n", o);
       cli_frames_print(o, "    ", stack);

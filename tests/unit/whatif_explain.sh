@@ -34,6 +34,19 @@ grep -q "^at the first OOM" "$tmp/out" || bad "whatif tf_limit: no first OOM in 
 grep -q "inactive split blocks, .* whole free segments" "$tmp/out" || bad "whatif: no split of the cached bytes"
 grep -q "^stacks: no allocation in this snapshot has a stack: .*_record_memory_history(.*stacks=" "$tmp/out" ||
   bad "whatif: no word on how to record stacks"
+grep -q "  (no stack recorded)$" "$tmp/out" || bad "whatif: a holder without stacks is not '(no stack recorded)'"
+# with one allocation given frames the snapshot has stacks: a holder
+# without any then had no Python frames (as on autograd's backward thread)
+python3 - "$data/tf_default.pickle" "$tmp/onestack.pickle" <<'PY'
+import pickle, sys
+d = pickle.load(open(sys.argv[1], "rb"))
+e = next(e for e in d["device_traces"][0] if e["action"] == "alloc")
+e["frames"] = [{"name": "step", "filename": "/home/u/train.py", "line": 12}]
+pickle.dump(d, open(sys.argv[2], "wb"), protocol=4)
+PY
+"$cli" whatif "$tmp/onestack.pickle" --config "" > "$tmp/out1" || bad "whatif onestack"
+grep -q "  (no Python frames: allocated outside Python" "$tmp/out1" && ! grep -q "(no stack recorded)" "$tmp/out1" ||
+  bad "whatif: with stacks, a holder without one is not '(no Python frames ...)'"
 # cnn_limit's first OOM has no frames (an autograd thread's); a copy gives
 # it those torch recorded for a later one, from the user's forward
 python3 - "$data/cnn_limit.pickle" "$tmp/oomstack.pickle" <<'PY'
