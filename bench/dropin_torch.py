@@ -287,8 +287,8 @@ def main():
         print("RESULT name=torch_dropin metric=physical_peak tcuda=%d ref_name=torch ref=%d unit=bytes "
               "target=<=ref*1.10 (compact's physical peak against torch's peak allocated)"
               % (c["physical_peak"], n["peak_allocated"]))
-    if runs["native"] and (runs["tcuda"] or runs["compact"]):
-        same = all(r["losses"] == runs["native"][0]["losses"] for b in ("tcuda", "compact") for r in runs[b])
+    if full["native"] and (full["tcuda"] or full["compact"]):
+        same = all(r["losses"] == full["native"][0]["losses"] for b in ("tcuda", "compact") for r in full[b])
         print("RESULT name=torch_dropin metric=losses_equal tcuda=%d ref_name=- ref=NA unit=bool target===1" % same)
         if not same:
             fail.append("losses differ from native torch's")

@@ -43,7 +43,11 @@ def run(mode, iters):
         m = cp.cumsum(s[::3]) / (1 + cp.arange(s[::3].size, dtype=cp.float32))
         ints = rs.randint(0, 1000, size=4096 + it)
         hist = cp.bincount(ints, minlength=1000)
-        with side:  # memory used on a second stream too
+        # memory used on a second stream too; it reads `a`, so it waits for
+        # the stream that wrote it (without the wait the result races with
+        # the generator, and a busy GPU made the two runs differ)
+        side.wait_event(cp.cuda.get_current_stream().record())
+        with side:
             e = cp.exp(-cp.square(a)).sum(axis=0)
         side.synchronize()
         if it % 10 == 0:
