@@ -1027,6 +1027,12 @@ TCUDA_API tcuda_status tcuda_pool_end_allocate(int device, const tcuda_graph_poo
 TCUDA_API tcuda_status tcuda_pool_release(int device, const tcuda_graph_pool_t *pool);
 TCUDA_API tcuda_status tcuda_pool_retain(int device, const tcuda_graph_pool_t *pool);
 TCUDA_API tcuda_status tcuda_pool_use_count(int device, const tcuda_graph_pool_t *pool, int *use_count);
+/* From now on the pool's blocks are never split: each allocation takes a
+ * whole free block or a segment of its own, with the segment sizes of the
+ * default pools (torch's MemPool(no_split=True)). The pool must exist
+ * (tcuda_pool_retain makes it): TCUDA_ERROR_INVALID_ARGUMENT otherwise.
+ * There is no way back, as in torch. */
+TCUDA_API tcuda_status tcuda_pool_set_no_split(int device, const tcuda_graph_pool_t *pool);
 /* The free segments of `device`'s private pools whose use count is 0 go
  * back to CUDA now (torch's emptyCache(pool) after MemPool's last use);
  * unlike tcuda_empty_cache, the default pools keep their cache. Refused

@@ -735,8 +735,9 @@ class TcudaAllocator : public CCA::CUDAAllocator {
   void setUseOnOOM(DeviceIndex, MempoolId_t, bool use) override {
     if (use) refuse("MemPool(use_on_oom=True)", "tcuda's allocator does not fall back to a private pool on OOM");
   }
-  void setNoSplit(DeviceIndex, MempoolId_t) override {
-    refuse("MemPool(no_split=True)", "tcuda's pools always split blocks as the default pool does");
+  void setNoSplit(DeviceIndex device, MempoolId_t id) override {
+    tcuda_graph_pool_t p = pool_of(id);
+    check(tcuda_pool_set_no_split(device, &p), "tcuda_pool_set_no_split");
   }
   bool checkPoolLiveAllocations(DeviceIndex device, MempoolId_t id,
                                 const std::unordered_set<void*>& expected) override {

@@ -126,6 +126,9 @@ tcuda_status tc_alloc_release_pool(tc_alloc *a, const uint64_t id[2]);
 /* A pool's use count and segment count; INVALID_ARGUMENT when it does not
  * exist (never made, or erased). */
 tcuda_status tc_alloc_pool_info(tc_alloc *a, const uint64_t id[2], int *use_count, int64_t *segments);
+/* Blocks of pool `id` are never split from now on (torch's setNoSplit);
+ * INVALID_ARGUMENT when the pool does not exist. */
+tcuda_status tc_alloc_set_pool_no_split(tc_alloc *a, const uint64_t id[2]);
 /* Number of captures routing allocations now (lock-free hint). */
 int tc_alloc_captures_underway(tc_alloc *a);
 

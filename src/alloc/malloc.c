@@ -252,6 +252,7 @@ static tcuda_status release_cached_blocks(tc_alloc *a) {
 }
 
 static int should_split(const tc_alloc *a, const tc_block *b, uint64_t size) {
+  if (b->pool->owner && b->pool->owner->no_split) return 0;
   uint64_t rem = b->size - size;
   if (b->pool->is_small || vmm_segments(a)) return rem >= TC_MIN_BLOCK_SIZE;
   return size < a->cfg.max_split_size && rem > TC_SMALL_SIZE;

@@ -207,4 +207,19 @@ tcuda_status tc_alloc_pool_info(tc_alloc *a, const uint64_t id[2], int *use_coun
   return TCUDA_SUCCESS;
 }
 
+tcuda_status tc_alloc_set_pool_no_split(tc_alloc *a, const uint64_t id[2]) {
+  static const char *F = "tc_alloc_set_pool_no_split";
+  TC_CHECK_ARG(F, a != NULL, "allocator");
+  tcuda_status s = check_pool_id(F, id);
+  if (s) return s;
+  lk_lock(&a->mu);
+  tc_ppool *p = find_ppool(a, id);
+  if (p) p->no_split = 1;
+  lk_unlock(&a->mu);
+  if (!p)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: no private pool (%llu,%llu) on device %d", F,
+                    (unsigned long long)id[0], (unsigned long long)id[1], a->device);
+  return TCUDA_SUCCESS;
+}
+
 int tc_alloc_captures_underway(tc_alloc *a) { return atomic_load_explicit(&a->ncaps, memory_order_relaxed); }

@@ -113,6 +113,7 @@ struct tc_pool {
 struct tc_ppool {
   uint64_t id[2];
   int use_count;
+  int no_split; /* torch's MemPool(no_split=True): a found block is never split */
   int64_t nsegs; /* torch's cudaMalloc_count (expandable: VA reservations) */
   tc_pool small, large;
   tc_ppool *next;

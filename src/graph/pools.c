@@ -117,6 +117,12 @@ tcuda_status tc_pools_use_count(const char *F, tc_alloc *a, const tcuda_graph_po
   return TCUDA_SUCCESS;
 }
 
+tcuda_status tc_pools_set_no_split(const char *F, tc_alloc *a, const tcuda_graph_pool_t *pool) {
+  tcuda_status s = check_pool(F, pool);
+  if (s) return s;
+  return (s = tc_alloc_set_pool_no_split(a, pool->id)) ? renamed(F, s) : TCUDA_SUCCESS;
+}
+
 /* ---- public: resolve the device's allocator ---- */
 
 #define ON_DEVICE(F, device, call)                     \
@@ -152,4 +158,9 @@ tcuda_status tcuda_pool_use_count(int device, const tcuda_graph_pool_t *pool, in
   static const char *F = "tcuda_pool_use_count";
   if (use_count) *use_count = 0;
   ON_DEVICE(F, device, tc_pools_use_count(F, a_, pool, use_count));
+}
+
+tcuda_status tcuda_pool_set_no_split(int device, const tcuda_graph_pool_t *pool) {
+  static const char *F = "tcuda_pool_set_no_split";
+  ON_DEVICE(F, device, tc_pools_set_no_split(F, a_, pool));
 }

@@ -11,5 +11,6 @@ tcuda_status tc_pools_end(const char *func, tc_alloc *a, const tcuda_graph_pool_
 tcuda_status tc_pools_release(const char *func, tc_alloc *a, const tcuda_graph_pool_t *pool);
 tcuda_status tc_pools_retain(const char *func, tc_alloc *a, const tcuda_graph_pool_t *pool);
 tcuda_status tc_pools_use_count(const char *func, tc_alloc *a, const tcuda_graph_pool_t *pool, int *use_count);
+tcuda_status tc_pools_set_no_split(const char *func, tc_alloc *a, const tcuda_graph_pool_t *pool);
 
 #endif

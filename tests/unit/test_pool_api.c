@@ -105,6 +105,69 @@ static void test_errors(void) {
   fx_teardown();
 }
 
+/* Segments and blocks of private pool (0,id1): counts, and whether every
+ * segment holds one block. */
+static void pool_shape(uint64_t id1, int *segs, int *blocks, int *one_each) {
+  tcuda_snapshot_t *s = NULL;
+  CHECK_OK(tc_alloc_snapshot(FX.a, &s));
+  *segs = *blocks = 0;
+  *one_each = 1;
+  for (size_t i = 0; s && i < s->num_segments; i++) {
+    if (s->segments[i].pool_id[0] != 0 || s->segments[i].pool_id[1] != id1) continue;
+    (*segs)++;
+    *blocks += (int)s->segments[i].num_blocks;
+    if (s->segments[i].num_blocks != 1) *one_each = 0;
+  }
+  tc_snapshot_free(s);
+}
+
+/* torch's test_mempool_no_split: two 4 MiB tensors in each of two pools. The
+ * plain pool splits its 20 MiB segment (one segment: 4 + 4 + 12 MiB); the
+ * no_split pool gives each request a whole segment, one block each. */
+static void test_no_split(void) {
+  fx_setup("", TC_SIM_VA_ASCENDING, 0, 0);
+  struct CUstream_st *st = (struct CUstream_st *)(uintptr_t)0x300;
+  tcuda_graph_pool_t split = {{0, 21}}, nosplit = {{0, 22}};
+  CHECK_ERR(tc_pools_set_no_split(FN, FX.a, &nosplit), TCUDA_ERROR_INVALID_ARGUMENT, "no private pool");
+  CHECK_OK(tc_pools_retain(FN, FX.a, &split));
+  CHECK_OK(tc_pools_retain(FN, FX.a, &nosplit));
+  CHECK_OK(tc_pools_set_no_split(FN, FX.a, &nosplit));
+  uint64_t got[4];
+  for (int i = 0; i < 4; i++) {
+    tcuda_graph_pool_t *p = i % 2 ? &nosplit : &split;
+    CHECK_OK(tc_pools_begin(FN, FX.a, p, claims, &st));
+    got[i] = M(4 << 20, 0x300);
+    CHECK_OK(tc_pools_end(FN, FX.a, p));
+  }
+  int segs, blocks, one;
+  pool_shape(21, &segs, &blocks, &one);
+  CHECK_EQ_INT(segs, 1);
+  CHECK_EQ_INT(blocks, 3);
+  pool_shape(22, &segs, &blocks, &one);
+  CHECK_EQ_INT(segs, 2);
+  CHECK_EQ_INT(blocks, 2);
+  CHECK(one);
+  /* a freed whole block serves a smaller request whole: still one block */
+  CHECK_OK(tc_alloc_free(FX.a, got[1]));
+  CHECK_OK(tc_pools_begin(FN, FX.a, &nosplit, claims, &st));
+  uint64_t again = M(2 << 20, 0x300);
+  CHECK_OK(tc_pools_end(FN, FX.a, &nosplit));
+  CHECK(again == got[1]);
+  pool_shape(22, &segs, &blocks, &one);
+  CHECK_EQ_INT(segs, 2);
+  CHECK(one);
+  /* 4 + 4 MiB in the plain pool, two whole 20 MiB segments in the other */
+  CHECK_EQ_INT(CUR(fx_stats().allocated_bytes[TCUDA_STAT_ALL]), (int64_t)(4 + 4 + 20 + 20) << 20);
+  CHECK_OK(tc_alloc_free(FX.a, again));
+  CHECK_OK(tc_alloc_free(FX.a, got[0]));
+  CHECK_OK(tc_alloc_free(FX.a, got[2]));
+  CHECK_OK(tc_alloc_free(FX.a, got[3]));
+  CHECK_OK(tc_pools_release(FN, FX.a, &split));
+  CHECK_OK(tc_pools_release(FN, FX.a, &nosplit));
+  CHECK_OK(tc_alloc_empty_cache(FX.a));
+  fx_teardown();
+}
+
 /* Without a GPU the public calls fail cleanly, naming themselves. */
 static void test_public_without_gpu(void) {
   if (tcuda_is_available()) {
@@ -118,8 +181,10 @@ static void test_public_without_gpu(void) {
   CHECK_ERR(tcuda_pool_release(0, &p), TCUDA_ERROR_NOT_AVAILABLE, "tcuda_pool_release");
   CHECK_ERR(tcuda_pool_retain(0, &p), TCUDA_ERROR_NOT_AVAILABLE, "tcuda_pool_retain");
   CHECK_ERR(tcuda_pool_use_count(0, &p, &n), TCUDA_ERROR_NOT_AVAILABLE, "tcuda_pool_use_count");
+  CHECK_ERR(tcuda_pool_set_no_split(0, &p), TCUDA_ERROR_NOT_AVAILABLE, "tcuda_pool_set_no_split");
   CHECK_EQ_INT(n, 0);
   CHECK_ERR(tcuda_pool_empty_unused(-1), TCUDA_ERROR_NOT_AVAILABLE, "tcuda_pool_empty_unused");
 }
 
-TC_MAIN(T(test_route_and_counts), T(test_shared_between_two_routings), T(test_errors), T(test_public_without_gpu))
+TC_MAIN(T(test_route_and_counts), T(test_shared_between_two_routings), T(test_errors), T(test_no_split),
+        T(test_public_without_gpu))
