@@ -1033,6 +1033,31 @@ TCUDA_API tcuda_status tcuda_pool_use_count(int device, const tcuda_graph_pool_t
  * (tcuda_pool_retain makes it): TCUDA_ERROR_INVALID_ARGUMENT otherwise.
  * There is no way back, as in torch. */
 TCUDA_API tcuda_status tcuda_pool_set_no_split(int device, const tcuda_graph_pool_t *pool);
+/* use nonzero: while the pool is in use (use count above 0), a request on
+ * the default pools that would fail with TCUDA_ERROR_OUT_OF_MEMORY, after
+ * every retry, takes a free block of this pool instead (never a new
+ * segment there; torch's MemPool(use_on_oom=True)). 0 turns it off. The
+ * pool must exist: TCUDA_ERROR_INVALID_ARGUMENT otherwise. */
+TCUDA_API tcuda_status tcuda_pool_set_use_on_oom(int device, const tcuda_graph_pool_t *pool, int use);
+/* Where a pool's segments come from instead of cudaMalloc (torch's
+ * MemPool(allocator=...), ncclMemAlloc for example). alloc returns a
+ * device pointer of `size` bytes or NULL (an out-of-memory error then);
+ * free gets it back with the size and stream alloc saw. Both run under the
+ * allocator's lock, as cudaMalloc does (alloc without it under
+ * release_lock_on_cudamalloc), and must not call tcuda. release, if not
+ * NULL, runs once the pool is gone, after its last free: the place to drop
+ * `user`. Such a pool never uses expandable segments, and its segments
+ * are sized as cudaMalloc'd ones. Set once, while the pool exists and
+ * has no segments (TCUDA_ERROR_INVALID_STATE otherwise); not under
+ * policy:compact, which maps its own pages (TCUDA_ERROR_NOT_SUPPORTED). */
+typedef struct tcuda_pool_allocator {
+  void *(*alloc)(void *user, size_t size, int device, struct CUstream_st *stream);
+  void (*free)(void *user, void *ptr, size_t size, int device, struct CUstream_st *stream);
+  void (*release)(void *user);
+  void *user;
+} tcuda_pool_allocator_t;
+TCUDA_API tcuda_status tcuda_pool_set_allocator(int device, const tcuda_graph_pool_t *pool,
+                                                const tcuda_pool_allocator_t *allocator);
 /* The free segments of `device`'s private pools whose use count is 0 go
  * back to CUDA now (torch's emptyCache(pool) after MemPool's last use);
  * unlike tcuda_empty_cache, the default pools keep their cache. Refused

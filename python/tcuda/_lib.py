@@ -468,6 +468,8 @@ _UNBOUND = {
     "tcuda_pool_release": "see tcuda_pool_begin_allocate",
     "tcuda_pool_retain": "see tcuda_pool_begin_allocate",
     "tcuda_pool_use_count": "see tcuda_pool_begin_allocate",
+    "tcuda_pool_set_allocator": "see tcuda_pool_begin_allocate (torch's MemPool(allocator=...), through the glue)",
+    "tcuda_pool_set_use_on_oom": "see tcuda_pool_begin_allocate (torch's MemPool(use_on_oom=True), through the glue)",
     "tcuda_pool_set_no_split": "see tcuda_pool_begin_allocate (torch's MemPool(no_split=True), through the glue)",
     "tcuda_pool_empty_unused": "see tcuda_pool_begin_allocate (torch's MemPool destructor, through the glue)",
 }

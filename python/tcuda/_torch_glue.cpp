@@ -242,6 +242,17 @@ class TcudaAllocator : public CCA::CUDAAllocator {
   std::map<MempoolId_t, int> pool_device; // where each pool in use lives (emptyCache(pool) names no device)
   std::pair<MempoolId_t, int> last_released{{0, 0}, -1}; // MemPool's destructor: releasePool, then emptyCache
 
+  // MemPool(allocator=...): the pools whose segments come from another torch
+  // allocator. pa_mu is never held while calling tcuda, since tcuda calls
+  // pool_alloc_release under its own lock.
+  struct PoolAllocator {
+    std::shared_ptr<CUDAAllocator> alloc; // kept alive until the pool's last segment is gone
+    std::pair<int, MempoolId_t> key;
+    TcudaAllocator* owner;
+  };
+  std::mutex pa_mu;
+  std::map<std::pair<int, MempoolId_t>, CUDAAllocator*> pool_allocs;
+
   // The context for an allocator call, gathered before tcuda takes its lock
   // (torch's recorder takes the GIL); 0 when history wants none.
   // fallback: the context a free shows when none is gathered (torch's
@@ -724,16 +735,69 @@ class TcudaAllocator : public CCA::CUDAAllocator {
     check(tcuda_pool_use_count(device, &p, &n), "tcuda_pool_use_count");
     return n;
   }
+  // tcuda's pool allocator calls: the other allocator's raw calls, which
+  // remember each pointer's size and stream for raw_delete (torch's
+  // CUDAPluggableAllocator does). Nothing may throw into C.
+  static void* pool_alloc_alloc(void* user, size_t size, int, struct CUstream_st* stream) {
+    try {
+      return static_cast<PoolAllocator*>(user)->alloc->raw_alloc_with_stream(size, reinterpret_cast<cudaStream_t>(stream));
+    } catch (...) {
+      return nullptr;
+    }
+  }
+  static void pool_alloc_free(void* user, void* ptr, size_t, int, struct CUstream_st*) {
+    try {
+      static_cast<PoolAllocator*>(user)->alloc->raw_delete(ptr);
+    } catch (...) {
+    }
+  }
+  static void pool_alloc_release(void* user) {
+    auto* pa = static_cast<PoolAllocator*>(user);
+    {
+      std::lock_guard<std::mutex> l(pa->owner->pa_mu);
+      pa->owner->pool_allocs.erase(pa->key);
+    }
+    delete pa;
+  }
+
   void createOrIncrefPool(DeviceIndex device, MempoolId_t id, std::shared_ptr<CUDAAllocator> allocator) override {
-    if (allocator && allocator.get() != this)
-      refuse("torch.cuda.MemPool(allocator=...)", "a pool's memory always comes from tcuda's allocator");
     tcuda_graph_pool_t p = pool_of(id);
+    bool own = allocator && allocator.get() != this;
+    auto key = std::make_pair(static_cast<int>(device), id);
+    if (own) {
+      std::lock_guard<std::mutex> l(pa_mu);
+      auto it = pool_allocs.find(key);
+      if (it != pool_allocs.end() && it->second != allocator.get())
+        TORCH_CHECK(false, "tcuda: MemPool (", id.first, ", ", id.second, ") already has another allocator");
+    }
     check(tcuda_pool_retain(device, &p), "tcuda_pool_retain");
+    if (own) {
+      bool fresh;
+      {
+        std::lock_guard<std::mutex> l(pa_mu);
+        fresh = pool_allocs.find(key) == pool_allocs.end();
+      }
+      if (fresh) {
+        auto* holder = new PoolAllocator{allocator, key, this};
+        tcuda_pool_allocator_t pa{pool_alloc_alloc, pool_alloc_free, pool_alloc_release, holder};
+        tcuda_status s = tcuda_pool_set_allocator(device, &p, &pa);
+        if (s != TCUDA_SUCCESS) {
+          std::string msg = last_error();
+          delete holder;
+          (void)tcuda_pool_release(device, &p); // undo the retain above
+          if (s == TCUDA_ERROR_NOT_SUPPORTED) refuse("torch.cuda.MemPool(allocator=...)", msg.c_str());
+          TORCH_CHECK(false, "tcuda: ", msg);
+        }
+        std::lock_guard<std::mutex> l(pa_mu);
+        pool_allocs[key] = allocator.get();
+      }
+    }
     std::lock_guard<std::mutex> l(route_mu);
     pool_device[id] = device;
   }
-  void setUseOnOOM(DeviceIndex, MempoolId_t, bool use) override {
-    if (use) refuse("MemPool(use_on_oom=True)", "tcuda's allocator does not fall back to a private pool on OOM");
+  void setUseOnOOM(DeviceIndex device, MempoolId_t id, bool use) override {
+    tcuda_graph_pool_t p = pool_of(id);
+    check(tcuda_pool_set_use_on_oom(device, &p, use ? 1 : 0), "tcuda_pool_set_use_on_oom");
   }
   void setNoSplit(DeviceIndex device, MempoolId_t id) override {
     tcuda_graph_pool_t p = pool_of(id);

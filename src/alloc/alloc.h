@@ -129,6 +129,14 @@ tcuda_status tc_alloc_pool_info(tc_alloc *a, const uint64_t id[2], int *use_coun
 /* Blocks of pool `id` are never split from now on (torch's setNoSplit);
  * INVALID_ARGUMENT when the pool does not exist. */
 tcuda_status tc_alloc_set_pool_no_split(tc_alloc *a, const uint64_t id[2]);
+/* Pool `id`'s segments come from *pa from now on (tcuda_pool_set_allocator's
+ * rules); INVALID_ARGUMENT when the pool does not exist, INVALID_STATE when
+ * it has segments or an allocator already, NOT_SUPPORTED under compact. */
+tcuda_status tc_alloc_set_pool_allocator(tc_alloc *a, const uint64_t id[2], const tcuda_pool_allocator_t *pa);
+/* Whether pool `id`'s free blocks serve default-pool requests that would
+ * otherwise fail with OOM (torch's setUseOnOOM), while the pool is in use;
+ * INVALID_ARGUMENT when the pool does not exist. */
+tcuda_status tc_alloc_set_pool_use_on_oom(tc_alloc *a, const uint64_t id[2], int use);
 /* Number of captures routing allocations now (lock-free hint). */
 int tc_alloc_captures_underway(tc_alloc *a);
 

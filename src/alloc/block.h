@@ -104,4 +104,15 @@ void tc_free_block(tc_alloc *a, tc_block *b);
 /* torch's release_block: give one whole unsplit free segment back. */
 tcuda_status tc_release_block(tc_alloc *a, tc_block *b);
 
+/* The pool's own allocator (tcuda_pool_set_allocator), or NULL. */
+static inline const tcuda_pool_allocator_t *tc_pool_allocator(const tc_pool *pool) {
+  return pool->owner && pool->owner->pa.alloc ? &pool->owner->pa : NULL;
+}
+/* A whole segment for `pool`: from its own allocator when it has one (NULL
+ * from it is TCUDA_ERROR_OUT_OF_MEMORY, with no message), else the
+ * backend's segment_alloc. */
+tcuda_status tc_seg_alloc(tc_alloc *a, const tc_pool *pool, uint64_t stream, uint64_t size, uint64_t *addr);
+/* Give a segment back where tc_seg_alloc took it from. */
+tcuda_status tc_seg_free(tc_alloc *a, const tc_pool *pool, uint64_t stream, uint64_t addr, uint64_t size);
+
 #endif

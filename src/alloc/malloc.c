@@ -159,13 +159,15 @@ static tcuda_status garbage_collect(tc_alloc *a) {
 static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) {
   if (is_retry) a->st.num_alloc_retries++;
   uint64_t size = tc_alloc_segment_size(&a->cfg, p->size); /* only on a miss: not in params_init */
-  tcuda_status s = tc_compact_before_map(a, p->pool, p->size, &size);
+  /* a pool with its own allocator takes whole segments from it, as torch's */
+  int own = tc_pool_allocator(p->pool) != NULL;
+  tcuda_status s = own ? TCUDA_SUCCESS : tc_compact_before_map(a, p->pool, p->size, &size);
   if (s) return *err = s, -1;
   if (a->has_allowed && a->total_allocated + size > a->allowed_max) {
     if (a->be->release_kept) a->be->release_kept(a->be->ctx, a->device);
     return 0;
   }
-  if (vmm_segments(a)) {
+  if (vmm_segments(a) && !own) {
     uint64_t page = tc_compact_page(a, p->pool);
     int r = tc_try_allocate_expandable(a, p->pool, p->stream, p->size, page, &p->block, err);
     tc_compact_after_map(a, p->pool, p->size, r, p->block);
@@ -181,14 +183,14 @@ static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) 
   }
   if (a->cfg.release_lock_on_cudamalloc) {
     lk_unlock(&a->mu);
-    s = a->be->segment_alloc(a->be->ctx, a->device, size, &addr);
+    s = tc_seg_alloc(a, p->pool, p->stream, size, &addr);
     lk_lock(&a->mu);
   } else {
-    s = a->be->segment_alloc(a->be->ctx, a->device, size, &addr);
+    s = tc_seg_alloc(a, p->pool, p->stream, size, &addr);
   }
   if (!s) s = reserve_blocks(a, 4); /* others may have used ours while unlocked */
   if (s) {
-    if (s != TCUDA_ERROR_OUT_OF_MEMORY && addr) a->be->segment_free(a->be->ctx, a->device, addr, size);
+    if (s != TCUDA_ERROR_OUT_OF_MEMORY && addr) tc_seg_free(a, p->pool, p->stream, addr, size);
     free(seg);
     if (s == TCUDA_ERROR_OUT_OF_MEMORY) return 0;
     return *err = s, -1;
@@ -350,6 +352,24 @@ static tc_pool *capture_pool(tc_alloc *a, uint64_t size, uint64_t stream) {
   return NULL;
 }
 
+/* torch's last resort before an OOM: a free block of a use_on_oom pool
+ * (one still in use), never a new segment there. 1 found (*p moved). */
+static int oom_pool_block(tc_alloc *a, params *p) {
+  if (p->pool->owner) return 0; /* a request routed to a pool just fails */
+  for (tc_ppool *pp = a->ppools; pp; pp = pp->next) {
+    if (!pp->use_on_oom || pp->use_count <= 0) continue;
+    params q = *p;
+    q.pool = tc_compact_route(a, &pp->small, &pp->large, p->size);
+    q.block = NULL;
+    q.in_tree = 0;
+    if (get_free_block(a, &q)) {
+      *p = q;
+      return 1;
+    }
+  }
+  return 0;
+}
+
 /* No cached block fits: garbage collection, a new segment, then the OOM
  * retries. SUCCESS with p->block set, or the error. */
 static SLOW_PATH tcuda_status malloc_miss(tc_alloc *a, params *p, int cap) {
@@ -372,6 +392,7 @@ static SLOW_PATH tcuda_status malloc_miss(tc_alloc *a, params *p, int cap) {
     TC_ANNOTATE_END();
     if (rs) return rs;
   }
+  if (r == 0 && a->ppools) r = oom_pool_block(a, p);
   if (r < 0) return s;
   if (r == 0) return oom(a, p);
   return TCUDA_SUCCESS;
@@ -634,17 +655,11 @@ void tc_alloc_destroy(tc_alloc *a) {
   free(a->evq);
   free(a->deferred);
   free(a->caps);
-  while (a->ppools) {
-    tc_ppool *p = a->ppools;
-    a->ppools = p->next;
-    tc_pools_destroy(&p->small, &p->large);
-    free(p);
-  }
-  tc_pools_destroy(&a->small, &a->large);
+  /* segments before the pools: a pool's own allocator takes its segments back */
   while (a->segs) {
     tc_seg *g = a->segs;
     if (!g->expandable) {
-      a->be->segment_free(a->be->ctx, a->device, g->addr, g->size);
+      tc_seg_free(a, g->pool, g->stream, g->addr, g->size);
     } else {
       for (uint64_t i = 0; i < g->npages;) {
         if (!g->pmap[i]) {
@@ -662,6 +677,12 @@ void tc_alloc_destroy(tc_alloc *a) {
       if (b->uses != b->inl) free(b->uses);
     tc_seg_unlink_free(a, g);
   }
+  while (a->ppools) {
+    tc_ppool *p = a->ppools;
+    a->ppools = p->next;
+    tc_ppool_free(p);
+  }
+  tc_pools_destroy(&a->small, &a->large);
   for (size_t i = 0; i < a->nslabs; i++) free(a->slabs[i]);
   free(a->slabs);
   free(a->ht);

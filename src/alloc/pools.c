@@ -24,6 +24,14 @@ void tc_pools_destroy(tc_pool *small, tc_pool *large) {
   tc_bs_destroy(&large->blocks);
 }
 
+void tc_ppool_free(tc_ppool *p) {
+  tc_pools_destroy(&p->small, &p->large);
+  tcuda_pool_allocator_t pa = p->pa;
+  free(p);
+  if (pa.alloc && pa.release) pa.release(pa.user);
+}
+
+
 /* torch's release_blocks: a pool's unsplit free segments go back whole;
  * free expandable blocks give back their whole pages, and a reservation
  * left with nothing mapped goes too. torch synchronizes each expandable
@@ -85,8 +93,7 @@ tcuda_status tc_release_freeable_pools(tc_alloc *a) {
     if (s) return s;
     if (p->nsegs == 0) {
       *pp = p->next;
-      tc_pools_destroy(&p->small, &p->large);
-      free(p);
+      tc_ppool_free(p);
     } else {
       pp = &p->next;
     }
@@ -200,6 +207,49 @@ tcuda_status tc_alloc_pool_info(tc_alloc *a, const uint64_t id[2], int *use_coun
     if (use_count) *use_count = p->use_count;
     if (segments) *segments = p->nsegs;
   }
+  lk_unlock(&a->mu);
+  if (!p)
+    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: no private pool (%llu,%llu) on device %d", F,
+                    (unsigned long long)id[0], (unsigned long long)id[1], a->device);
+  return TCUDA_SUCCESS;
+}
+
+tcuda_status tc_alloc_set_pool_allocator(tc_alloc *a, const uint64_t id[2], const tcuda_pool_allocator_t *pa) {
+  static const char *F = "tc_alloc_set_pool_allocator";
+  TC_CHECK_ARG(F, a != NULL, "allocator");
+  TC_CHECK_ARG(F, pa != NULL, "pool allocator");
+  TC_CHECK_ARG(F, pa->alloc != NULL, "pool allocator's alloc");
+  TC_CHECK_ARG(F, pa->free != NULL, "pool allocator's free");
+  tcuda_status s = check_pool_id(F, id);
+  if (s) return s;
+  lk_lock(&a->mu);
+  tc_ppool *p = find_ppool(a, id);
+  if (!p)
+    s = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: no private pool (%llu,%llu) on device %d", F,
+                 (unsigned long long)id[0], (unsigned long long)id[1], a->device);
+  else if (a->compact.on)
+    s = tc_error(TCUDA_ERROR_NOT_SUPPORTED, "%s: policy:compact maps its own pages; a pool with its own "
+                 "allocator needs policy:torch", F);
+  else if (p->pa.alloc)
+    s = tc_error(TCUDA_ERROR_INVALID_STATE, "%s: pool (%llu,%llu) has an allocator already", F,
+                 (unsigned long long)id[0], (unsigned long long)id[1]);
+  else if (p->nsegs)
+    s = tc_error(TCUDA_ERROR_INVALID_STATE, "%s: pool (%llu,%llu) has segments already", F,
+                 (unsigned long long)id[0], (unsigned long long)id[1]);
+  else
+    p->pa = *pa;
+  lk_unlock(&a->mu);
+  return s;
+}
+
+tcuda_status tc_alloc_set_pool_use_on_oom(tc_alloc *a, const uint64_t id[2], int use) {
+  static const char *F = "tc_alloc_set_pool_use_on_oom";
+  TC_CHECK_ARG(F, a != NULL, "allocator");
+  tcuda_status s = check_pool_id(F, id);
+  if (s) return s;
+  lk_lock(&a->mu);
+  tc_ppool *p = find_ppool(a, id);
+  if (p) p->use_on_oom = use != 0;
   lk_unlock(&a->mu);
   if (!p)
     return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: no private pool (%llu,%llu) on device %d", F,

@@ -24,5 +24,8 @@ void tc_pools_destroy(tc_pool *small, tc_pool *large);
 tcuda_status tc_release_blocks(tc_alloc *a, tc_pool *pool);
 /* Freeable private pools give back what they can, and go when empty. */
 tcuda_status tc_release_freeable_pools(tc_alloc *a);
+/* Free a private pool's structure, its segments already gone; its
+ * allocator's release runs last. */
+void tc_ppool_free(tc_ppool *p);
 
 #endif

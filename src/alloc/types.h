@@ -113,7 +113,9 @@ struct tc_pool {
 struct tc_ppool {
   uint64_t id[2];
   int use_count;
-  int no_split; /* torch's MemPool(no_split=True): a found block is never split */
+  int no_split;   /* torch's MemPool(no_split=True): a found block is never split */
+  int use_on_oom; /* torch's MemPool(use_on_oom=True): its free blocks are the default pools' last resort */
+  tcuda_pool_allocator_t pa; /* pa.alloc non-NULL: segments come from it, not the backend */
   int64_t nsegs; /* torch's cudaMalloc_count (expandable: VA reservations) */
   tc_pool small, large;
   tc_ppool *next;

@@ -123,6 +123,22 @@ tcuda_status tc_pools_set_no_split(const char *F, tc_alloc *a, const tcuda_graph
   return (s = tc_alloc_set_pool_no_split(a, pool->id)) ? renamed(F, s) : TCUDA_SUCCESS;
 }
 
+tcuda_status tc_pools_set_use_on_oom(const char *F, tc_alloc *a, const tcuda_graph_pool_t *pool, int use) {
+  tcuda_status s = check_pool(F, pool);
+  if (s) return s;
+  return (s = tc_alloc_set_pool_use_on_oom(a, pool->id, use)) ? renamed(F, s) : TCUDA_SUCCESS;
+}
+
+tcuda_status tc_pools_set_allocator(const char *F, tc_alloc *a, const tcuda_graph_pool_t *pool,
+                                    const tcuda_pool_allocator_t *allocator) {
+  TC_CHECK_ARG(F, allocator != NULL, "allocator");
+  TC_CHECK_ARG(F, allocator->alloc != NULL, "allocator->alloc");
+  TC_CHECK_ARG(F, allocator->free != NULL, "allocator->free");
+  tcuda_status s = check_pool(F, pool);
+  if (s) return s;
+  return (s = tc_alloc_set_pool_allocator(a, pool->id, allocator)) ? renamed(F, s) : TCUDA_SUCCESS;
+}
+
 /* ---- public: resolve the device's allocator ---- */
 
 #define ON_DEVICE(F, device, call)                     \
@@ -163,4 +179,15 @@ tcuda_status tcuda_pool_use_count(int device, const tcuda_graph_pool_t *pool, in
 tcuda_status tcuda_pool_set_no_split(int device, const tcuda_graph_pool_t *pool) {
   static const char *F = "tcuda_pool_set_no_split";
   ON_DEVICE(F, device, tc_pools_set_no_split(F, a_, pool));
+}
+
+tcuda_status tcuda_pool_set_allocator(int device, const tcuda_graph_pool_t *pool,
+                                      const tcuda_pool_allocator_t *allocator) {
+  static const char *F = "tcuda_pool_set_allocator";
+  ON_DEVICE(F, device, tc_pools_set_allocator(F, a_, pool, allocator));
+}
+
+tcuda_status tcuda_pool_set_use_on_oom(int device, const tcuda_graph_pool_t *pool, int use) {
+  static const char *F = "tcuda_pool_set_use_on_oom";
+  ON_DEVICE(F, device, tc_pools_set_use_on_oom(F, a_, pool, use));
 }

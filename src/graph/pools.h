@@ -12,5 +12,8 @@ tcuda_status tc_pools_release(const char *func, tc_alloc *a, const tcuda_graph_p
 tcuda_status tc_pools_retain(const char *func, tc_alloc *a, const tcuda_graph_pool_t *pool);
 tcuda_status tc_pools_use_count(const char *func, tc_alloc *a, const tcuda_graph_pool_t *pool, int *use_count);
 tcuda_status tc_pools_set_no_split(const char *func, tc_alloc *a, const tcuda_graph_pool_t *pool);
+tcuda_status tc_pools_set_use_on_oom(const char *func, tc_alloc *a, const tcuda_graph_pool_t *pool, int use);
+tcuda_status tc_pools_set_allocator(const char *func, tc_alloc *a, const tcuda_graph_pool_t *pool,
+                                    const tcuda_pool_allocator_t *allocator);
 
 #endif

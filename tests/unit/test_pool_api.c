@@ -168,6 +168,246 @@ static void test_no_split(void) {
   fx_teardown();
 }
 
+/* A pool's own allocator (torch's MemPool(allocator=...)): a stand-in
+ * device heap at a fixed base, counting its calls. */
+static struct {
+  int allocs, frees, releases, fail;
+  uint64_t next, freed_bytes;
+  struct CUstream_st *last_stream;
+} OWN;
+
+static void *own_alloc(void *user, size_t size, int device, struct CUstream_st *stream) {
+  CHECK(user == &OWN);
+  CHECK_EQ_INT(device, 0);
+  if (OWN.fail) return NULL;
+  OWN.allocs++;
+  OWN.last_stream = stream;
+  uint64_t at = OWN.next;
+  OWN.next += (size + (1 << 21) - 1) & ~(uint64_t)((1 << 21) - 1);
+  return (void *)(uintptr_t)at;
+}
+
+static void own_free(void *user, void *ptr, size_t size, int device, struct CUstream_st *stream) {
+  (void)ptr, (void)device;
+  CHECK(user == &OWN);
+  CHECK_EQ_INT(OWN.releases, 0); /* release comes after the last free */
+  OWN.frees++;
+  OWN.freed_bytes += size;
+  OWN.last_stream = stream;
+}
+
+static void own_release(void *user) {
+  CHECK(user == &OWN);
+  OWN.releases++;
+}
+
+static const tcuda_pool_allocator_t OWN_PA = {own_alloc, own_free, own_release, &OWN};
+
+static int is_own(uint64_t addr) { return addr >= 0x600000000000ull && addr < 0x600100000000ull; }
+
+/* torch's test_mempool_with_allocator: three 1 MiB tensors in the pool take
+ * two 2 MiB segments from the pool's allocator, on the allocating stream;
+ * the default pool never calls it; the pool's memory goes back through it
+ * when the pool is released and the cache emptied, and release comes last. */
+static void test_own_allocator(void) {
+  fx_setup("", TC_SIM_VA_ASCENDING, 0, 0);
+  memset(&OWN, 0, sizeof OWN);
+  OWN.next = 0x600000000000ull;
+  struct CUstream_st *st = (struct CUstream_st *)(uintptr_t)0x500;
+  tcuda_graph_pool_t p = {{0, 31}};
+  CHECK_ERR(tc_pools_set_allocator(FN, FX.a, &p, &OWN_PA), TCUDA_ERROR_INVALID_ARGUMENT, "no private pool");
+  CHECK_OK(tc_pools_retain(FN, FX.a, &p));
+  tcuda_pool_allocator_t bad = OWN_PA;
+  bad.free = NULL;
+  CHECK_ERR(tc_pools_set_allocator(FN, FX.a, &p, &bad), TCUDA_ERROR_INVALID_ARGUMENT, "allocator->free");
+  CHECK_ERR(tc_pools_set_allocator(FN, FX.a, &p, NULL), TCUDA_ERROR_INVALID_ARGUMENT, "allocator");
+  CHECK_OK(tc_pools_set_allocator(FN, FX.a, &p, &OWN_PA));
+  CHECK_ERR(tc_pools_set_allocator(FN, FX.a, &p, &OWN_PA), TCUDA_ERROR_INVALID_STATE, "has an allocator already");
+  int seg0 = FX.seg_allocs;
+  uint64_t x[3];
+  CHECK_OK(tc_pools_begin(FN, FX.a, &p, claims, &st));
+  for (int i = 0; i < 3; i++) {
+    x[i] = M(1 * MiB, 0x500);
+    CHECK(is_own(x[i]));
+    CHECK_EQ_INT(OWN.allocs, i < 2 ? 1 : 2); /* 1 + 1 MiB share a 2 MiB segment */
+  }
+  CHECK_OK(tc_pools_end(FN, FX.a, &p));
+  CHECK_OK(tc_pools_release(FN, FX.a, &p)); /* use_mem_pool's exit */
+  CHECK(OWN.last_stream == st);
+  CHECK_EQ_INT(FX.seg_allocs, seg0); /* nothing from the device's cudaMalloc */
+  uint64_t plain = M(1 * MiB, 0x500);
+  CHECK(!is_own(plain));
+  CHECK_EQ_INT(pool_of(plain), 0);
+  CHECK_EQ_INT(OWN.allocs, 2);
+  CHECK_EQ_INT(pool_of(x[2]), 31);
+  tcuda_graph_pool_t q = {{0, 32}};
+  CHECK_OK(tc_pools_retain(FN, FX.a, &q));
+  CHECK_OK(tc_pools_begin(FN, FX.a, &q, claims, &st));
+  (void)M(512, 0x500);
+  CHECK_OK(tc_pools_end(FN, FX.a, &q));
+  CHECK_ERR(tc_pools_set_allocator(FN, FX.a, &q, &OWN_PA), TCUDA_ERROR_INVALID_STATE, "has segments already");
+  /* the pool goes (MemPool's destructor) with a tensor alive: nothing freed yet */
+  CHECK_OK(tc_pools_release(FN, FX.a, &p));
+  CHECK_OK(tc_alloc_free(FX.a, x[0]));
+  CHECK_OK(tc_alloc_free(FX.a, x[1]));
+  CHECK_OK(tc_alloc_empty_cache(FX.a));
+  CHECK_EQ_INT(OWN.frees, 1); /* the first segment, now free */
+  CHECK_EQ_INT(OWN.releases, 0);
+  CHECK_OK(tc_alloc_free(FX.a, x[2]));
+  CHECK_OK(tc_alloc_empty_cache(FX.a));
+  CHECK_EQ_INT(OWN.frees, 2);
+  CHECK_EQ_INT((int64_t)OWN.freed_bytes, (int64_t)(4 * MiB));
+  CHECK(OWN.last_stream == st);
+  CHECK_EQ_INT(OWN.releases, 1); /* the pool is gone: its allocator may go */
+  CHECK_OK(tc_alloc_free(FX.a, plain));
+  fx_teardown();
+}
+
+/* NULL from the pool's allocator is an out-of-memory error for that
+ * request; a pool destroyed with its allocator's segments gives them back. */
+static void test_own_allocator_oom_and_teardown(void) {
+  fx_setup("", TC_SIM_VA_ASCENDING, 0, 0);
+  memset(&OWN, 0, sizeof OWN);
+  OWN.next = 0x600000000000ull;
+  struct CUstream_st *st = (struct CUstream_st *)(uintptr_t)0x500;
+  tcuda_graph_pool_t p = {{0, 33}};
+  CHECK_OK(tc_pools_retain(FN, FX.a, &p));
+  CHECK_OK(tc_pools_set_allocator(FN, FX.a, &p, &OWN_PA));
+  CHECK_OK(tc_pools_begin(FN, FX.a, &p, claims, &st));
+  OWN.fail = 1;
+  uint64_t addr = 0;
+  CHECK_ERR(tc_alloc_malloc(FX.a, 8 * MiB, 0x500, &addr), TCUDA_ERROR_OUT_OF_MEMORY, "out of memory");
+  OWN.fail = 0;
+  uint64_t y = M(8 * MiB, 0x500);
+  CHECK(is_own(y));
+  CHECK_OK(tc_pools_end(FN, FX.a, &p));
+  fx_teardown(); /* y still allocated: the allocator's teardown returns it */
+  CHECK_EQ_INT(OWN.frees, 1);
+  CHECK_EQ_INT((int64_t)OWN.freed_bytes, (int64_t)(20 * MiB));
+  CHECK_EQ_INT(OWN.releases, 1);
+}
+
+/* torch's test_mempool_expandable: with expandable segments on, the pool
+ * with its own allocator gets a plain segment and the default pool an
+ * expandable one. Under policy:compact, which maps its own pages, a pool
+ * allocator is refused. */
+static void test_own_allocator_expandable(void) {
+  fx_setup("expandable_segments:True", TC_SIM_VA_ASCENDING, 0, 0);
+  memset(&OWN, 0, sizeof OWN);
+  OWN.next = 0x600000000000ull;
+  struct CUstream_st *st = (struct CUstream_st *)(uintptr_t)0x500;
+  tcuda_graph_pool_t p = {{0, 34}};
+  CHECK_OK(tc_pools_retain(FN, FX.a, &p));
+  CHECK_OK(tc_pools_set_allocator(FN, FX.a, &p, &OWN_PA));
+  CHECK_OK(tc_pools_begin(FN, FX.a, &p, claims, &st));
+  uint64_t in = M(1 * MiB, 0x500);
+  CHECK_OK(tc_pools_end(FN, FX.a, &p));
+  CHECK_OK(tc_pools_release(FN, FX.a, &p));
+  uint64_t out = M(1 * MiB, 0x500);
+  tcuda_snapshot_t *s = NULL;
+  CHECK_OK(tc_alloc_snapshot(FX.a, &s));
+  CHECK_EQ_INT((int64_t)s->num_segments, 2);
+  int expandable = 0;
+  for (size_t i = 0; i < s->num_segments; i++) {
+    int mine = in >= s->segments[i].address && in < s->segments[i].address + s->segments[i].total_size;
+    CHECK_EQ_INT(s->segments[i].is_expandable, !mine);
+    expandable += s->segments[i].is_expandable;
+  }
+  CHECK_EQ_INT(expandable, 1);
+  tc_snapshot_free(s);
+  CHECK_OK(tc_alloc_free(FX.a, in));
+  CHECK_OK(tc_alloc_free(FX.a, out));
+  CHECK_OK(tc_pools_release(FN, FX.a, &p));
+  CHECK_OK(tc_alloc_empty_cache(FX.a));
+  CHECK_EQ_INT(OWN.frees, 1);
+  fx_teardown();
+
+  fx_setup("policy:compact", TC_SIM_VA_ASCENDING, 0, 0);
+  CHECK_OK(tc_pools_retain(FN, FX.a, &p));
+  CHECK_ERR(tc_pools_set_allocator(FN, FX.a, &p, &OWN_PA), TCUDA_ERROR_NOT_SUPPORTED, "policy:compact");
+  CHECK_OK(tc_pools_release(FN, FX.a, &p));
+  fx_teardown();
+}
+
+/* One allocation routed to pool p on stream 0x600, as use_mem_pool does. */
+static uint64_t in_pool(tcuda_graph_pool_t *p, uint64_t size) {
+  struct CUstream_st *st = (struct CUstream_st *)(uintptr_t)0x600;
+  CHECK_OK(tc_pools_begin(FN, FX.a, p, claims, &st));
+  uint64_t x = M(size, 0x600);
+  CHECK_OK(tc_pools_end(FN, FX.a, p));
+  CHECK_OK(tc_pools_release(FN, FX.a, p));
+  return x;
+}
+
+/* torch's test_mempool_limited_memory_with_allocator, on an 80 MiB device:
+ * once the device is full, a default-pool request takes a free block of
+ * the use_on_oom pool, never of the other pool, and never a new segment
+ * there; a pool's own requests and a pool no longer in use get no such
+ * help (test_deleted_mempool_not_used_on_oom). */
+static void test_use_on_oom(void) {
+  fx_setup("", TC_SIM_VA_ASCENDING, 80 * MiB, 0);
+  tcuda_graph_pool_t keep = {{0, 41}}, use = {{0, 42}};
+  uint64_t addr = 0;
+  CHECK_ERR(tc_pools_set_use_on_oom(FN, FX.a, &use, 1), TCUDA_ERROR_INVALID_ARGUMENT, "no private pool");
+  CHECK_OK(tc_pools_retain(FN, FX.a, &keep));
+  CHECK_OK(tc_pools_retain(FN, FX.a, &use));
+  CHECK_OK(tc_pools_set_use_on_oom(FN, FX.a, &use, 1));
+  uint64_t a = in_pool(&keep, 40 * MiB), b = in_pool(&use, 40 * MiB);
+  CHECK_ERR(tc_alloc_malloc(FX.a, 40 * MiB, 0x600, &addr), TCUDA_ERROR_OUT_OF_MEMORY, "out of memory");
+  CHECK_OK(tc_alloc_free(FX.a, a));
+  CHECK_OK(tc_alloc_free(FX.a, b));
+  int64_t ooms = fx_stats().num_ooms;
+  uint64_t c = M(30 * MiB, 0x600); /* from the use_on_oom pool's free block */
+  CHECK(c == b);
+  CHECK_EQ_INT(pool_of(c), 42);
+  CHECK_EQ_INT(fx_stats().num_ooms, ooms); /* no OOM was counted */
+  CHECK_ERR(tc_alloc_malloc(FX.a, 30 * MiB, 0x600, &addr), TCUDA_ERROR_OUT_OF_MEMORY, "out of memory");
+  CHECK_OK(tc_alloc_free(FX.a, c));
+  uint64_t e = in_pool(&use, 20 * MiB); /* the pool still serves its own */
+  CHECK(e == c);
+  CHECK_OK(tc_alloc_free(FX.a, e));
+  /* off again: no help */
+  CHECK_OK(tc_pools_set_use_on_oom(FN, FX.a, &use, 0));
+  CHECK_ERR(tc_alloc_malloc(FX.a, 30 * MiB, 0x600, &addr), TCUDA_ERROR_OUT_OF_MEMORY, "out of memory");
+  /* on, but the pool released (a deleted MemPool): no help either */
+  CHECK_OK(tc_pools_set_use_on_oom(FN, FX.a, &use, 1));
+  CHECK_OK(tc_pools_release(FN, FX.a, &use));
+  CHECK_OK(tc_pools_release(FN, FX.a, &keep));
+  fx_teardown();
+
+  /* a pool released while a tensor keeps its segment (a deleted MemPool):
+   * its free remainder is not used */
+  fx_setup("", TC_SIM_VA_ASCENDING, 80 * MiB, 0);
+  CHECK_OK(tc_pools_retain(FN, FX.a, &keep));
+  CHECK_OK(tc_pools_retain(FN, FX.a, &use));
+  CHECK_OK(tc_pools_set_use_on_oom(FN, FX.a, &use, 1));
+  a = in_pool(&keep, 40 * MiB);
+  b = in_pool(&use, 40 * MiB);
+  CHECK_OK(tc_alloc_free(FX.a, b));
+  uint64_t live = in_pool(&use, 10 * MiB); /* 10 live, 30 free in the same segment */
+  CHECK(live == b);
+  CHECK_OK(tc_pools_release(FN, FX.a, &use)); /* ~MemPool */
+  CHECK_ERR(tc_alloc_malloc(FX.a, 30 * MiB, 0x600, &addr), TCUDA_ERROR_OUT_OF_MEMORY, "out of memory");
+  /* a request routed to a pool gets no help from another */
+  tcuda_graph_pool_t other = {{0, 43}};
+  CHECK_OK(tc_pools_retain(FN, FX.a, &other));
+  CHECK_OK(tc_pools_retain(FN, FX.a, &use)); /* in use again: default requests are helped */
+  struct CUstream_st *st = (struct CUstream_st *)(uintptr_t)0x600;
+  CHECK_OK(tc_pools_begin(FN, FX.a, &other, claims, &st));
+  CHECK_ERR(tc_alloc_malloc(FX.a, 30 * MiB, 0x600, &addr), TCUDA_ERROR_OUT_OF_MEMORY, "out of memory");
+  CHECK_OK(tc_pools_end(FN, FX.a, &other));
+  uint64_t g = M(30 * MiB, 0x600);
+  CHECK(g == live + 10 * MiB);
+  CHECK_OK(tc_alloc_free(FX.a, g));
+  CHECK_OK(tc_alloc_free(FX.a, live));
+  CHECK_OK(tc_alloc_free(FX.a, a));
+  CHECK_OK(tc_pools_release(FN, FX.a, &other));
+  CHECK_OK(tc_pools_release(FN, FX.a, &other));
+  CHECK_OK(tc_pools_release(FN, FX.a, &use));
+  CHECK_OK(tc_pools_release(FN, FX.a, &keep));
+  fx_teardown();
+}
+
 /* Without a GPU the public calls fail cleanly, naming themselves. */
 static void test_public_without_gpu(void) {
   if (tcuda_is_available()) {
@@ -182,9 +422,12 @@ static void test_public_without_gpu(void) {
   CHECK_ERR(tcuda_pool_retain(0, &p), TCUDA_ERROR_NOT_AVAILABLE, "tcuda_pool_retain");
   CHECK_ERR(tcuda_pool_use_count(0, &p, &n), TCUDA_ERROR_NOT_AVAILABLE, "tcuda_pool_use_count");
   CHECK_ERR(tcuda_pool_set_no_split(0, &p), TCUDA_ERROR_NOT_AVAILABLE, "tcuda_pool_set_no_split");
+  CHECK_ERR(tcuda_pool_set_use_on_oom(0, &p, 1), TCUDA_ERROR_NOT_AVAILABLE, "tcuda_pool_set_use_on_oom");
+  CHECK_ERR(tcuda_pool_set_allocator(0, &p, &OWN_PA), TCUDA_ERROR_NOT_AVAILABLE, "tcuda_pool_set_allocator");
   CHECK_EQ_INT(n, 0);
   CHECK_ERR(tcuda_pool_empty_unused(-1), TCUDA_ERROR_NOT_AVAILABLE, "tcuda_pool_empty_unused");
 }
 
 TC_MAIN(T(test_route_and_counts), T(test_shared_between_two_routings), T(test_errors), T(test_no_split),
+        T(test_own_allocator), T(test_own_allocator_oom_and_teardown), T(test_own_allocator_expandable), T(test_use_on_oom),
         T(test_public_without_gpu))
