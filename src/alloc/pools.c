@@ -196,21 +196,29 @@ tcuda_status tc_alloc_release_pool(tc_alloc *a, const uint64_t id[2]) {
   return s;
 }
 
+/* The existing pool `id`, with the lock held; NULL, unlocked and with the
+ * error in *s (naming F), when the id is bad or there is no such pool. */
+static tc_ppool *lock_existing(tc_alloc *a, const char *F, const uint64_t id[2], tcuda_status *s) {
+  if ((*s = check_pool_id(F, id))) return NULL;
+  lk_lock(&a->mu);
+  tc_ppool *p = find_ppool(a, id);
+  if (!p) {
+    lk_unlock(&a->mu);
+    *s = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: no private pool (%llu,%llu) on device %d", F,
+                  (unsigned long long)id[0], (unsigned long long)id[1], a->device);
+  }
+  return p;
+}
+
 tcuda_status tc_alloc_pool_info(tc_alloc *a, const uint64_t id[2], int *use_count, int64_t *segments) {
   static const char *F = "tc_alloc_pool_info";
   TC_CHECK_ARG(F, a != NULL, "allocator");
-  tcuda_status s = check_pool_id(F, id);
-  if (s) return s;
-  lk_lock(&a->mu);
-  tc_ppool *p = find_ppool(a, id);
-  if (p) {
-    if (use_count) *use_count = p->use_count;
-    if (segments) *segments = p->nsegs;
-  }
+  tcuda_status s;
+  tc_ppool *p = lock_existing(a, F, id, &s);
+  if (!p) return s;
+  if (use_count) *use_count = p->use_count;
+  if (segments) *segments = p->nsegs;
   lk_unlock(&a->mu);
-  if (!p)
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: no private pool (%llu,%llu) on device %d", F,
-                    (unsigned long long)id[0], (unsigned long long)id[1], a->device);
   return TCUDA_SUCCESS;
 }
 
@@ -220,22 +228,15 @@ tcuda_status tc_alloc_set_pool_allocator(tc_alloc *a, const uint64_t id[2], cons
   TC_CHECK_ARG(F, pa != NULL, "pool allocator");
   TC_CHECK_ARG(F, pa->alloc != NULL, "pool allocator's alloc");
   TC_CHECK_ARG(F, pa->free != NULL, "pool allocator's free");
-  tcuda_status s = check_pool_id(F, id);
-  if (s) return s;
-  lk_lock(&a->mu);
-  tc_ppool *p = find_ppool(a, id);
-  if (!p)
-    s = tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: no private pool (%llu,%llu) on device %d", F,
-                 (unsigned long long)id[0], (unsigned long long)id[1], a->device);
-  else if (a->compact.on)
+  tcuda_status s;
+  tc_ppool *p = lock_existing(a, F, id, &s);
+  if (!p) return s;
+  if (a->compact.on)
     s = tc_error(TCUDA_ERROR_NOT_SUPPORTED, "%s: policy:compact maps its own pages; a pool with its own "
                  "allocator needs policy:torch", F);
-  else if (p->pa.alloc)
-    s = tc_error(TCUDA_ERROR_INVALID_STATE, "%s: pool (%llu,%llu) has an allocator already", F,
-                 (unsigned long long)id[0], (unsigned long long)id[1]);
-  else if (p->nsegs)
-    s = tc_error(TCUDA_ERROR_INVALID_STATE, "%s: pool (%llu,%llu) has segments already", F,
-                 (unsigned long long)id[0], (unsigned long long)id[1]);
+  else if (p->pa.alloc || p->nsegs)
+    s = tc_error(TCUDA_ERROR_INVALID_STATE, "%s: pool (%llu,%llu) has %s already", F, (unsigned long long)id[0],
+                 (unsigned long long)id[1], p->pa.alloc ? "an allocator" : "segments");
   else
     p->pa = *pa;
   lk_unlock(&a->mu);
@@ -245,30 +246,22 @@ tcuda_status tc_alloc_set_pool_allocator(tc_alloc *a, const uint64_t id[2], cons
 tcuda_status tc_alloc_set_pool_use_on_oom(tc_alloc *a, const uint64_t id[2], int use) {
   static const char *F = "tc_alloc_set_pool_use_on_oom";
   TC_CHECK_ARG(F, a != NULL, "allocator");
-  tcuda_status s = check_pool_id(F, id);
-  if (s) return s;
-  lk_lock(&a->mu);
-  tc_ppool *p = find_ppool(a, id);
-  if (p) p->use_on_oom = use != 0;
+  tcuda_status s;
+  tc_ppool *p = lock_existing(a, F, id, &s);
+  if (!p) return s;
+  p->use_on_oom = use != 0;
   lk_unlock(&a->mu);
-  if (!p)
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: no private pool (%llu,%llu) on device %d", F,
-                    (unsigned long long)id[0], (unsigned long long)id[1], a->device);
   return TCUDA_SUCCESS;
 }
 
 tcuda_status tc_alloc_set_pool_no_split(tc_alloc *a, const uint64_t id[2]) {
   static const char *F = "tc_alloc_set_pool_no_split";
   TC_CHECK_ARG(F, a != NULL, "allocator");
-  tcuda_status s = check_pool_id(F, id);
-  if (s) return s;
-  lk_lock(&a->mu);
-  tc_ppool *p = find_ppool(a, id);
-  if (p) p->no_split = 1;
+  tcuda_status s;
+  tc_ppool *p = lock_existing(a, F, id, &s);
+  if (!p) return s;
+  p->no_split = 1;
   lk_unlock(&a->mu);
-  if (!p)
-    return tc_error(TCUDA_ERROR_INVALID_ARGUMENT, "%s: no private pool (%llu,%llu) on device %d", F,
-                    (unsigned long long)id[0], (unsigned long long)id[1], a->device);
   return TCUDA_SUCCESS;
 }
 

@@ -263,17 +263,23 @@ static void test_own_allocator(void) {
   fx_teardown();
 }
 
+/* A fresh allocator under conf, and pool p with the stand-in allocator,
+ * routing stream 0x500 into it (begun, not ended). */
+static struct CUstream_st *const OWN_STREAM = (struct CUstream_st *)(uintptr_t)0x500;
+static void own_setup(const char *conf, tcuda_graph_pool_t *p) {
+  fx_setup(conf, TC_SIM_VA_ASCENDING, 0, 0);
+  memset(&OWN, 0, sizeof OWN);
+  OWN.next = 0x600000000000ull;
+  CHECK_OK(tc_pools_retain(FN, FX.a, p));
+  CHECK_OK(tc_pools_set_allocator(FN, FX.a, p, &OWN_PA));
+  CHECK_OK(tc_pools_begin(FN, FX.a, p, claims, (void *)&OWN_STREAM));
+}
+
 /* NULL from the pool's allocator is an out-of-memory error for that
  * request; a pool destroyed with its allocator's segments gives them back. */
 static void test_own_allocator_oom_and_teardown(void) {
-  fx_setup("", TC_SIM_VA_ASCENDING, 0, 0);
-  memset(&OWN, 0, sizeof OWN);
-  OWN.next = 0x600000000000ull;
-  struct CUstream_st *st = (struct CUstream_st *)(uintptr_t)0x500;
   tcuda_graph_pool_t p = {{0, 33}};
-  CHECK_OK(tc_pools_retain(FN, FX.a, &p));
-  CHECK_OK(tc_pools_set_allocator(FN, FX.a, &p, &OWN_PA));
-  CHECK_OK(tc_pools_begin(FN, FX.a, &p, claims, &st));
+  own_setup("", &p);
   OWN.fail = 1;
   uint64_t addr = 0;
   CHECK_ERR(tc_alloc_malloc(FX.a, 8 * MiB, 0x500, &addr), TCUDA_ERROR_OUT_OF_MEMORY, "out of memory");
@@ -292,14 +298,8 @@ static void test_own_allocator_oom_and_teardown(void) {
  * expandable one. Under policy:compact, which maps its own pages, a pool
  * allocator is refused. */
 static void test_own_allocator_expandable(void) {
-  fx_setup("expandable_segments:True", TC_SIM_VA_ASCENDING, 0, 0);
-  memset(&OWN, 0, sizeof OWN);
-  OWN.next = 0x600000000000ull;
-  struct CUstream_st *st = (struct CUstream_st *)(uintptr_t)0x500;
   tcuda_graph_pool_t p = {{0, 34}};
-  CHECK_OK(tc_pools_retain(FN, FX.a, &p));
-  CHECK_OK(tc_pools_set_allocator(FN, FX.a, &p, &OWN_PA));
-  CHECK_OK(tc_pools_begin(FN, FX.a, &p, claims, &st));
+  own_setup("expandable_segments:True", &p);
   uint64_t in = M(1 * MiB, 0x500);
   CHECK_OK(tc_pools_end(FN, FX.a, &p));
   CHECK_OK(tc_pools_release(FN, FX.a, &p));
