@@ -412,6 +412,108 @@ def mempool(torch, mode, ctx):
     return {"use_counts": [uc0, uc_in, uc_after], "reserved_after_del_pool": after_del, "left_after_free": left}
 
 
+PLUGGABLE_C = r"""
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+int dropin_allocs, dropin_frees;
+void *dropin_alloc(size_t size, int device, void *stream) {
+  void *p = NULL;
+  (void)device, (void)stream;
+  if (cudaMalloc(&p, size) != cudaSuccess) return NULL;
+  dropin_allocs++;
+  return p;
+}
+void dropin_free(void *ptr, size_t size, int device, void *stream) {
+  (void)size, (void)device, (void)stream;
+  cudaFree(ptr);
+  dropin_frees++;
+}
+"""
+
+
+def pluggable_lib(tmp):
+    """A CUDAPluggableAllocator's library, built with the C compiler (torch's
+    load_inline takes a minute); both passes share it."""
+    so = os.path.join(tmp, "libdropin_alloc.so")
+    if not os.path.exists(so):
+        src = os.path.join(tmp, "dropin_alloc.c")
+        with open(src, "w") as f:
+            f.write(PLUGGABLE_C)
+        cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+        subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-I" + os.path.join(cuda, "include"), "-o", so + ".tmp", src,
+                        "-L" + os.path.join(cuda, "lib64"), "-lcudart", "-Wl,-rpath," + os.path.join(cuda, "lib64")],
+                       check=True, capture_output=True)
+        os.replace(so + ".tmp", so)
+    return so
+
+
+@section
+def mempool_options(torch, mode, ctx):
+    """MemPool(no_split=True), MemPool(use_on_oom=True) and
+    MemPool(allocator=...): the layouts, OOM outcomes and allocator calls
+    of PyTorch's own MemPool tests, which must agree."""
+    import ctypes
+
+    def blocks(pool):
+        segs = sorted(pool.snapshot(), key=lambda s: s["address"])
+        return [[b["size"] for b in s["blocks"]] for s in segs]
+
+    out = {}
+    torch.cuda.empty_cache()
+    # no_split: two 4 MiB tensors in each pool
+    plain, whole = torch.cuda.MemPool(), torch.cuda.MemPool(no_split=True)
+    keep = []
+    for p in (plain, whole, plain, whole):
+        with torch.cuda.use_mem_pool(p):
+            keep.append(torch.empty(4 * MiB, dtype=torch.uint8, device="cuda"))
+    out["no_split"] = {"plain": blocks(plain), "no_split": blocks(whole)}
+    del keep, plain, whole
+    torch.cuda.empty_cache()
+    # use_on_oom: 80 MiB allowed beyond what is reserved now
+    _, total = torch.cuda.mem_get_info(0)
+    torch.cuda.set_per_process_memory_fraction((80 * MiB + torch.cuda.memory_reserved(0)) / total, 0)
+    keep_pool, oom_pool = torch.cuda.MemPool(), torch.cuda.MemPool(use_on_oom=True)
+    steps = []
+    try:
+        with torch.cuda.use_mem_pool(keep_pool):
+            a = torch.empty(40 * MiB, dtype=torch.uint8, device="cuda")
+        with torch.cuda.use_mem_pool(oom_pool):
+            b = torch.empty(40 * MiB, dtype=torch.uint8, device="cuda")
+        b_ptr = b.data_ptr()
+        for size in (40, None, 30, 30):
+            if size is None:
+                del a, b
+                steps.append("freed")
+                continue
+            try:
+                c = torch.empty(size * MiB, dtype=torch.uint8, device="cuda")
+                steps.append("got %d MiB%s" % (size, " at b" if c.data_ptr() == b_ptr else ""))
+            except torch.cuda.OutOfMemoryError:
+                steps.append("OOM %d MiB" % size)
+        del c
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0, 0)
+    out["use_on_oom"] = steps
+    del keep_pool, oom_pool
+    torch.cuda.empty_cache()
+    # allocator=: three 1 MiB tensors take two 2 MiB segments from it
+    lib = ctypes.CDLL(pluggable_lib(ctx["tmp"]))
+    allocs = ctypes.c_int.in_dll(lib, "dropin_allocs")
+    frees = ctypes.c_int.in_dll(lib, "dropin_frees")
+    alloc = torch.cuda.memory.CUDAPluggableAllocator(lib._name, "dropin_alloc", "dropin_free")
+    pool = torch.cuda.MemPool(alloc.allocator())
+    with torch.cuda.use_mem_pool(pool):
+        xs = [torch.ones(MiB // 4, device="cuda") for _ in range(3)]
+    calls = [allocs.value, len(pool.snapshot())]
+    total_sum = float(sum(x.sum().item() for x in xs))
+    del xs
+    del pool  # its destructor empties the pool's cache
+    torch.cuda.synchronize()
+    calls.append(frees.value)
+    out["allocator"] = {"allocs, segments, frees": calls, "sum": total_sum}
+    return out
+
+
 @section
 def cudnn_conv(torch, mode, ctx):
     torch.backends.cudnn.benchmark = True
