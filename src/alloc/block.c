@@ -88,7 +88,7 @@ void tc_free_block(tc_alloc *a, tc_block *b) {
 /* torch's release_block: cudaFree one whole unsplit segment. */
 tcuda_status tc_release_block(tc_alloc *a, tc_block *b) {
   tc_pool *pool = b->pool;
-  tcuda_status s = tc_seg_free(a, pool, b->seg->stream, b->addr, b->size);
+  tcuda_status s = tc_seg_free(a, &b->seg->pa, b->seg->stream, b->addr, b->size);
   if (s) return s;
   if (pool->owner) pool->owner->nsegs--;
   a->st.num_device_free++;
@@ -104,18 +104,18 @@ tcuda_status tc_release_block(tc_alloc *a, tc_block *b) {
   return TCUDA_SUCCESS;
 }
 
-tcuda_status tc_seg_alloc(tc_alloc *a, const tc_pool *pool, uint64_t stream, uint64_t size, uint64_t *addr) {
-  const tcuda_pool_allocator_t *pa = tc_pool_allocator(pool);
-  if (!pa) return a->be->segment_alloc(a->be->ctx, a->device, size, addr);
+tcuda_status tc_seg_alloc(tc_alloc *a, const tcuda_pool_allocator_t *pa, uint64_t stream, uint64_t size,
+                          uint64_t *addr) {
+  if (!pa->alloc) return a->be->segment_alloc(a->be->ctx, a->device, size, addr);
   void *ptr = pa->alloc(pa->user, (size_t)size, a->device, (struct CUstream_st *)(uintptr_t)stream);
   if (!ptr) return TCUDA_ERROR_OUT_OF_MEMORY;
   *addr = (uint64_t)(uintptr_t)ptr;
   return TCUDA_SUCCESS;
 }
 
-tcuda_status tc_seg_free(tc_alloc *a, const tc_pool *pool, uint64_t stream, uint64_t addr, uint64_t size) {
-  const tcuda_pool_allocator_t *pa = tc_pool_allocator(pool);
-  if (!pa) return a->be->segment_free(a->be->ctx, a->device, addr, size);
+tcuda_status tc_seg_free(tc_alloc *a, const tcuda_pool_allocator_t *pa, uint64_t stream, uint64_t addr,
+                         uint64_t size) {
+  if (!pa->alloc) return a->be->segment_free(a->be->ctx, a->device, addr, size);
   pa->free(pa->user, (void *)(uintptr_t)addr, (size_t)size, a->device, (struct CUstream_st *)(uintptr_t)stream);
   return TCUDA_SUCCESS;
 }

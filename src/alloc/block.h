@@ -108,11 +108,14 @@ tcuda_status tc_release_block(tc_alloc *a, tc_block *b);
 static inline const tcuda_pool_allocator_t *tc_pool_allocator(const tc_pool *pool) {
   return pool->owner && pool->owner->pa.alloc ? &pool->owner->pa : NULL;
 }
-/* A whole segment for `pool`: from its own allocator when it has one (NULL
- * from it is TCUDA_ERROR_OUT_OF_MEMORY, with no message), else the
- * backend's segment_alloc. */
-tcuda_status tc_seg_alloc(tc_alloc *a, const tc_pool *pool, uint64_t stream, uint64_t size, uint64_t *addr);
+/* A whole segment: from pa when pa->alloc is set (NULL from it is
+ * TCUDA_ERROR_OUT_OF_MEMORY, with no message), else the backend's
+ * segment_alloc. pa is a copy the segment keeps (tc_seg.pa), taken under
+ * the lock, so the lock may be dropped around the call. */
+tcuda_status tc_seg_alloc(tc_alloc *a, const tcuda_pool_allocator_t *pa, uint64_t stream, uint64_t size,
+                          uint64_t *addr);
 /* Give a segment back where tc_seg_alloc took it from. */
-tcuda_status tc_seg_free(tc_alloc *a, const tc_pool *pool, uint64_t stream, uint64_t addr, uint64_t size);
+tcuda_status tc_seg_free(tc_alloc *a, const tcuda_pool_allocator_t *pa, uint64_t stream, uint64_t addr,
+                         uint64_t size);
 
 #endif

@@ -160,7 +160,8 @@ static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) 
   if (is_retry) a->st.num_alloc_retries++;
   uint64_t size = tc_alloc_segment_size(&a->cfg, p->size); /* only on a miss: not in params_init */
   /* a pool with its own allocator takes whole segments from it, as torch's */
-  int own = tc_pool_allocator(p->pool) != NULL;
+  const tcuda_pool_allocator_t *pool_pa = tc_pool_allocator(p->pool);
+  int own = pool_pa != NULL;
   tcuda_status s = own ? TCUDA_SUCCESS : tc_compact_before_map(a, p->pool, p->size, &size);
   if (s) return *err = s, -1;
   if (a->has_allowed && a->total_allocated + size > a->allowed_max) {
@@ -175,6 +176,7 @@ static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) 
   }
   tc_seg *seg = (tc_seg *)calloc(1, sizeof *seg);
   if (!seg) return *err = host_oom(), -1;
+  if (own) seg->pa = *pool_pa; /* a copy: the lock may be dropped around the call */
   uint64_t addr = 0;
   s = tc_bs_reserve(&p->pool->blocks, p->stream, &seg->bs);
   if (s) {
@@ -183,14 +185,14 @@ static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) 
   }
   if (a->cfg.release_lock_on_cudamalloc) {
     lk_unlock(&a->mu);
-    s = tc_seg_alloc(a, p->pool, p->stream, size, &addr);
+    s = tc_seg_alloc(a, &seg->pa, p->stream, size, &addr);
     lk_lock(&a->mu);
   } else {
-    s = tc_seg_alloc(a, p->pool, p->stream, size, &addr);
+    s = tc_seg_alloc(a, &seg->pa, p->stream, size, &addr);
   }
   if (!s) s = reserve_blocks(a, 4); /* others may have used ours while unlocked */
   if (s) {
-    if (s != TCUDA_ERROR_OUT_OF_MEMORY && addr) tc_seg_free(a, p->pool, p->stream, addr, size);
+    if (s != TCUDA_ERROR_OUT_OF_MEMORY && addr) tc_seg_free(a, &seg->pa, p->stream, addr, size);
     free(seg);
     if (s == TCUDA_ERROR_OUT_OF_MEMORY) return 0;
     return *err = s, -1;
@@ -659,7 +661,7 @@ void tc_alloc_destroy(tc_alloc *a) {
   while (a->segs) {
     tc_seg *g = a->segs;
     if (!g->expandable) {
-      tc_seg_free(a, g->pool, g->stream, g->addr, g->size);
+      tc_seg_free(a, &g->pa, g->stream, g->addr, g->size);
     } else {
       for (uint64_t i = 0; i < g->npages;) {
         if (!g->pmap[i]) {

@@ -130,6 +130,7 @@ struct tc_seg {
   int expandable;
   uint64_t page, npages; /* expandable: handle size and count */
   uint8_t *pmap;         /* expandable: 1 per mapped page */
+  tcuda_pool_allocator_t pa; /* pa.alloc set: from its pool's own allocator (tc_seg_alloc) */
 };
 
 /* compact.c's state. compact.h's hook points read it; only compact.c
