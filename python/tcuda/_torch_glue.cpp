@@ -242,16 +242,11 @@ class TcudaAllocator : public CCA::CUDAAllocator {
   std::map<MempoolId_t, int> pool_device; // where each pool in use lives (emptyCache(pool) names no device)
   std::pair<MempoolId_t, int> last_released{{0, 0}, -1}; // MemPool's destructor: releasePool, then emptyCache
 
-  // MemPool(allocator=...): the pools whose segments come from another torch
-  // allocator. pa_mu is never held while calling tcuda, since tcuda calls
-  // pool_alloc_release under its own lock.
+  // MemPool(allocator=...): the other torch allocator a pool's segments come
+  // from, kept alive until tcuda releases the pool after its last segment.
   struct PoolAllocator {
-    std::shared_ptr<CUDAAllocator> alloc; // kept alive until the pool's last segment is gone
-    std::pair<int, MempoolId_t> key;
-    TcudaAllocator* owner;
+    std::shared_ptr<CUDAAllocator> alloc;
   };
-  std::mutex pa_mu;
-  std::map<std::pair<int, MempoolId_t>, CUDAAllocator*> pool_allocs;
 
   // The context for an allocator call, gathered before tcuda takes its lock
   // (torch's recorder takes the GIL); 0 when history wants none.
@@ -751,45 +746,23 @@ class TcudaAllocator : public CCA::CUDAAllocator {
     } catch (...) {
     }
   }
-  static void pool_alloc_release(void* user) {
-    auto* pa = static_cast<PoolAllocator*>(user);
-    {
-      std::lock_guard<std::mutex> l(pa->owner->pa_mu);
-      pa->owner->pool_allocs.erase(pa->key);
-    }
-    delete pa;
-  }
+  static void pool_alloc_release(void* user) { delete static_cast<PoolAllocator*>(user); }
 
+  // torch calls this from MemPool's constructor only, once per pool id; a
+  // second allocator for the same pool is refused by tcuda itself.
   void createOrIncrefPool(DeviceIndex device, MempoolId_t id, std::shared_ptr<CUDAAllocator> allocator) override {
     tcuda_graph_pool_t p = pool_of(id);
-    bool own = allocator && allocator.get() != this;
-    auto key = std::make_pair(static_cast<int>(device), id);
-    if (own) {
-      std::lock_guard<std::mutex> l(pa_mu);
-      auto it = pool_allocs.find(key);
-      if (it != pool_allocs.end() && it->second != allocator.get())
-        TORCH_CHECK(false, "tcuda: MemPool (", id.first, ", ", id.second, ") already has another allocator");
-    }
     check(tcuda_pool_retain(device, &p), "tcuda_pool_retain");
-    if (own) {
-      bool fresh;
-      {
-        std::lock_guard<std::mutex> l(pa_mu);
-        fresh = pool_allocs.find(key) == pool_allocs.end();
-      }
-      if (fresh) {
-        auto* holder = new PoolAllocator{allocator, key, this};
-        tcuda_pool_allocator_t pa{pool_alloc_alloc, pool_alloc_free, pool_alloc_release, holder};
-        tcuda_status s = tcuda_pool_set_allocator(device, &p, &pa);
-        if (s != TCUDA_SUCCESS) {
-          std::string msg = last_error();
-          delete holder;
-          (void)tcuda_pool_release(device, &p); // undo the retain above
-          if (s == TCUDA_ERROR_NOT_SUPPORTED) refuse("torch.cuda.MemPool(allocator=...)", msg.c_str());
-          TORCH_CHECK(false, "tcuda: ", msg);
-        }
-        std::lock_guard<std::mutex> l(pa_mu);
-        pool_allocs[key] = allocator.get();
+    if (allocator && allocator.get() != this) {
+      auto* holder = new PoolAllocator{allocator};
+      tcuda_pool_allocator_t pa{pool_alloc_alloc, pool_alloc_free, pool_alloc_release, holder};
+      tcuda_status s = tcuda_pool_set_allocator(device, &p, &pa);
+      if (s != TCUDA_SUCCESS) {
+        std::string msg = last_error();
+        delete holder;
+        (void)tcuda_pool_release(device, &p); // undo the retain above
+        if (s == TCUDA_ERROR_NOT_SUPPORTED) refuse("torch.cuda.MemPool(allocator=...)", msg.c_str());
+        TORCH_CHECK(false, "tcuda: ", msg);
       }
     }
     std::lock_guard<std::mutex> l(route_mu);

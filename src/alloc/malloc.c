@@ -160,8 +160,7 @@ static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) 
   if (is_retry) a->st.num_alloc_retries++;
   uint64_t size = tc_alloc_segment_size(&a->cfg, p->size); /* only on a miss: not in params_init */
   /* a pool with its own allocator takes whole segments from it, as torch's */
-  const tcuda_pool_allocator_t *pool_pa = tc_pool_allocator(p->pool);
-  int own = pool_pa != NULL;
+  const tcuda_pool_allocator_t *own = tc_pool_allocator(p->pool);
   tcuda_status s = own ? TCUDA_SUCCESS : tc_compact_before_map(a, p->pool, p->size, &size);
   if (s) return *err = s, -1;
   if (a->has_allowed && a->total_allocated + size > a->allowed_max) {
@@ -176,7 +175,7 @@ static int alloc_block(tc_alloc *a, params *p, int is_retry, tcuda_status *err) 
   }
   tc_seg *seg = (tc_seg *)calloc(1, sizeof *seg);
   if (!seg) return *err = host_oom(), -1;
-  if (own) seg->pa = *pool_pa; /* a copy: the lock may be dropped around the call */
+  if (own) seg->pa = *own; /* a copy: the lock may be dropped around the call */
   uint64_t addr = 0;
   s = tc_bs_reserve(&p->pool->blocks, p->stream, &seg->bs);
   if (s) {

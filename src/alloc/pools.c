@@ -31,7 +31,6 @@ void tc_ppool_free(tc_ppool *p) {
   if (pa.alloc && pa.release) pa.release(pa.user);
 }
 
-
 /* torch's release_blocks: a pool's unsplit free segments go back whole;
  * free expandable blocks give back their whole pages, and a reservation
  * left with nothing mapped goes too. torch synchronizes each expandable
