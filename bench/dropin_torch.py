@@ -95,37 +95,33 @@ def sizes():
     return rounds, cycles, pairs, pair_rounds
 
 
+def pair_chunk_ns(torch, device, chunk):
+    """One chunk of cached 4 KiB torch.empty + del on device, ns per pair."""
+    t0 = time.perf_counter_ns()
+    for _ in range(chunk):
+        t = torch.empty(1024, device=device)
+        del t
+    return (time.perf_counter_ns() - t0) / chunk
+
+
 def py_pair_ns(torch, pairs, repeats):
-    """(cuda, cpu): the fastest chunk of cached 4 KiB torch.empty + del on
-    the GPU, and of the same pair on the CPU, ns per pair. The chunks
-    alternate, so both sample the host at the same speed: the CPU pair
-    is the same interpreter and dispatcher work without the CUDA
-    allocator, the yardstick for the host's speed in this process."""
+    """(cuda, cpu): the fastest chunk of the pair on the GPU, and of the same
+    pair on the CPU. The chunks alternate, so both sample the host at the
+    same speed: the CPU pair is the same interpreter and dispatcher work
+    without the CUDA allocator, the yardstick for the host's speed in this
+    process."""
     chunk = 2000
     n = max(1, pairs * repeats // chunk)
-    best = {"cuda": None, "cpu": None}
+    best = {"cuda": float("inf"), "cpu": float("inf")}
     for _ in range(n):
         for dev in ("cuda", "cpu"):
-            t0 = time.perf_counter_ns()
-            for _ in range(chunk):
-                t = torch.empty(1024, device=dev)
-                del t
-            ns = (time.perf_counter_ns() - t0) / chunk
-            best[dev] = ns if best[dev] is None else min(best[dev], ns)
+            best[dev] = min(best[dev], pair_chunk_ns(torch, dev, chunk))
     return best["cuda"], best["cpu"]
 
 
 def cpu_pair_ns(torch, chunk=2000, repeats=3):
-    """The fastest of a few chunks of 4 KiB torch.empty + del on the CPU, ns per pair."""
-    best = None
-    for _ in range(repeats):
-        t0 = time.perf_counter_ns()
-        for _ in range(chunk):
-            t = torch.empty(1024)
-            del t
-        ns = (time.perf_counter_ns() - t0) / chunk
-        best = ns if best is None else min(best, ns)
-    return best
+    """The fastest of a few chunks of the pair on the CPU, ns per pair."""
+    return min(pair_chunk_ns(torch, "cpu", chunk) for _ in range(repeats))
 
 
 def same_speed_ratios(rounds_got, backend, tolerance=0.15):
