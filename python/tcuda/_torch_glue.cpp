@@ -420,7 +420,12 @@ class TcudaAllocator : public CCA::CUDAAllocator {
       if (device >= 0 && tcuda_pool_empty_unused(device)) tcuda_clear_error();
       return;
     }
-    check(tcuda_empty_cache(), "tcuda_empty_cache");
+    // torch skips the default cache while a capture or use_mem_pool is under
+    // way and does not raise; libtcuda refuses that device (INVALID_STATE)
+    // and still empties the others
+    tcuda_status s = tcuda_empty_cache();
+    if (s == TCUDA_ERROR_INVALID_STATE) tcuda_clear_error();
+    else check(s, "tcuda_empty_cache");
   }
   void recordStream(const c10::DataPtr& ptr, c10::cuda::CUDAStream stream) override {
     if (!ptr.get() || ptr.get_deleter() != &raw_deleter_fn) return; // not ours (as torch's own skips)

@@ -515,6 +515,37 @@ def mempool_options(torch, mode, ctx):
 
 
 @section
+def empty_cache_in_pool(torch, mode, ctx):
+    """torch.cuda.empty_cache() inside use_mem_pool, from threads as
+    PyTorch's test_mempool_emptycache_multithread does: no error, the pools'
+    segments and the default cache stay."""
+    import threading
+    keep = torch.empty(MiB, device="cuda")  # leaves a cached default segment
+    del keep
+    errors, reserved = [], []
+
+    def work(pool):
+        with torch.cuda.use_mem_pool(pool):
+            x = torch.randn(4, device="cuda")
+            del x
+            r0 = torch.cuda.memory_reserved()
+            try:
+                torch.cuda.empty_cache()
+            except RuntimeError as e:
+                errors.append(str(e)[:300])
+            reserved.append(torch.cuda.memory_reserved() >= r0)
+
+    pools = [torch.cuda.MemPool() for _ in range(3)]
+    threads = [threading.Thread(target=work, args=(p,)) for p in pools]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    work(pools[0])  # and on the main thread
+    return {"errors": errors, "kept": reserved, "pool_segments": [len(p.snapshot()) for p in pools]}
+
+
+@section
 def cudnn_conv(torch, mode, ctx):
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(1)
