@@ -2,8 +2,9 @@
 # scripts/torch-memory-tests runs one at a time the tests that must not share
 # the GPU or a build folder: serialTest()'s, and those building a torch
 # extension (load_inline, directly or through a helper of their class), whose
-# one-folder-per-name cache raced between workers. A hand-made test file is
-# the oracle.
+# one-folder-per-name cache raced between workers; and each phase's time
+# leaves the later phases a reserve, not a share. A hand-made test file and
+# hand-computed budgets are the oracle.
 set -u
 script="${TCUDA_SOURCE_DIR:?}/scripts/torch-memory-tests"
 tmp=$(mktemp -d)
@@ -54,6 +55,17 @@ ids = ["f.py::TestA::test_uses_helper_cuda", "f.py::TestA::test_plain", "f.py::T
 flags = [m.is_serial(i, got) for i in ids]
 if flags != [True, False, False]:
     print("FAIL: is_serial gave %r" % flags)
+    sys.exit(1)
+# phase budgets: all that is left but the later phases' reserve
+# (15 s a session, 3 s a test), the parallel phase at least 60%
+sizes = [61, 13, 0, 5, 9, 12]
+checks = [(m.phase_budget(190, 1, sizes), 190 - (15 + 15) - (15 + 27) - (15 + 36)),
+          (m.phase_budget(240, 0, sizes), 144),
+          (m.phase_budget(500, 0, sizes), 500 - (15 + 39) - (15 + 15) - (15 + 27) - (15 + 36)),
+          (m.phase_budget(83, 5, sizes), 83),
+          (m.phase_budget(60, 3, sizes), 20)]
+if [g for g, w in checks] != [w for g, w in checks]:
+    print("FAIL: phase_budget gave %r, want %r" % ([g for g, w in checks], [w for g, w in checks]))
     sys.exit(1)
 print("ok")
 PY
