@@ -511,6 +511,22 @@ def mempool_options(torch, mode, ctx):
     torch.cuda.synchronize()
     calls.append(frees.value)
     out["allocator"] = {"allocs, segments, frees": calls, "sum": total_sum}
+    # PyTorch's test_tensor_delete_after_allocator_delete: the pool and the
+    # allocator object go first; the tensor's segment goes back through the
+    # allocator at the next empty_cache
+    alloc2 = torch.cuda.memory.CUDAPluggableAllocator(lib._name, "dropin_alloc", "dropin_free")
+    pool2 = torch.cuda.MemPool(alloc2.allocator())
+    with torch.cuda.use_mem_pool(pool2):
+        y = torch.full((MiB // 4,), 2.0, device="cuda")
+    f0 = frees.value
+    del pool2, alloc2
+    f1 = frees.value
+    y_sum = float(y.sum().item())
+    del y
+    torch.cuda.empty_cache()
+    torch.cuda.synchronize()
+    out["pool_and_allocator_first"] = {"frees at del pool, after empty_cache": [f1 - f0, frees.value - f0],
+                                       "sum": y_sum}
     return out
 
 
